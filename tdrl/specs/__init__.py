@@ -1,0 +1,33 @@
+"""Tensor specs: shapes, dtypes, devices and domains of the data tdrl moves around.
+
+Leading dims of a spec's ``shape`` are batch dims. Leaves (:class:`Unbounded`,
+:class:`Bounded`, :class:`Categorical`, :class:`OneHot`, :class:`MultiCategorical`,
+:class:`MultiOneHot`, :class:`Binary`, :class:`NonTensor`) describe tensors; :class:`Composite`
+describes a (nested) TensorDict; :class:`StackedComposite` describes a lazy stack of
+heterogeneous TensorDicts (multi-agent).
+
+Examples:
+    >>> import torch
+    >>> from tdrl.specs import Bounded
+    >>> spec = Bounded(-1.0, 1.0, shape=(2, 3))
+    >>> spec.is_in(spec.rand())
+    True
+"""
+
+from tdrl.specs._base import TensorSpec
+from tdrl.specs._continuous import Bounded, Unbounded
+from tdrl.specs._discrete import Binary, Categorical, OneHot
+from tdrl.specs._multi_discrete import MultiCategorical, MultiOneHot
+from tdrl.specs._non_tensor import NonTensor
+
+__all__ = [
+    "Binary",
+    "Bounded",
+    "Categorical",
+    "MultiCategorical",
+    "MultiOneHot",
+    "NonTensor",
+    "OneHot",
+    "TensorSpec",
+    "Unbounded",
+]

@@ -1,0 +1,123 @@
+"""NonTensor: a spec for non-tensor data (strings, objects) stored in a TensorDict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import NonTensorData, is_non_tensor
+
+from tdrl.errors import SpecError
+from tdrl.specs._base import TensorSpec, _for_key
+from tdrl.specs._utils import DeviceLike, ShapeLike, as_device
+
+__all__ = ["NonTensor"]
+
+
+class NonTensor(TensorSpec):
+    """Non-tensor data: values are ``tensordict.NonTensorData`` holding ``example_data``.
+
+    Args:
+        shape: the batch shape of the data.
+        device: the device of the holding TensorDict (may be ``None``).
+        example_data: the payload returned by ``rand``/``zero``/``one``.
+
+    Examples:
+        >>> spec = NonTensor(shape=(2,), example_data="hello")
+        >>> value = spec.rand()
+        >>> value.data, value.batch_size, spec.is_in(value)
+        ('hello', torch.Size([2]), True)
+    """
+
+    def __init__(
+        self, shape: ShapeLike = (), device: DeviceLike = None, example_data: Any = None
+    ) -> None:
+        super().__init__(shape, as_device(device), None)
+        self.example_data = example_data
+
+    def rand(self, shape: ShapeLike | None = None) -> NonTensorData:
+        """A ``NonTensorData`` holding ``example_data`` with batch size ``(*shape, *self.shape)``.
+
+        Examples:
+            >>> NonTensor(example_data=3).rand((4,)).batch_size
+            torch.Size([4])
+        """
+        full = self._full_shape(shape)
+        return NonTensorData(self.example_data, batch_size=full, device=self.device)
+
+    def zero(self, shape: ShapeLike | None = None) -> NonTensorData:
+        """Same as :meth:`rand`.
+
+        Examples:
+            >>> NonTensor(example_data="x").zero().data
+            'x'
+        """
+        return self.rand(shape)
+
+    def one(self, shape: ShapeLike | None = None) -> NonTensorData:
+        """Same as :meth:`rand`.
+
+        Examples:
+            >>> NonTensor(example_data="x").one().data
+            'x'
+        """
+        return self.rand(shape)
+
+    def _meta_error(self, x: Any, key: Any, where: str) -> str | None:
+        if not is_non_tensor(x):
+            return (
+                f"{where}: value{_for_key(key)} is not non-tensor data (got {type(x).__name__};"
+                " expected NonTensorData or NonTensorStack). Wrap it in NonTensorData."
+            )
+        return None
+
+    def is_in(self, x: Any) -> bool:
+        """True for any ``NonTensorData``/``NonTensorStack``.
+
+        Examples:
+            >>> NonTensor().is_in(torch.zeros(1))
+            False
+        """
+        return bool(is_non_tensor(x))
+
+    def project(self, x: Any) -> Any:
+        """Returns ``x`` unchanged.
+
+        Examples:
+            >>> NonTensor().project("a")
+            'a'
+        """
+        return x
+
+    def encode(self, val: Any) -> Any:
+        """Wraps ``val`` in a ``NonTensorData`` of the spec shape (non-tensor data passes through).
+
+        Examples:
+            >>> NonTensor(shape=(2,)).encode("a").batch_size
+            torch.Size([2])
+        """
+        if is_non_tensor(val):
+            return val
+        return NonTensorData(val, batch_size=self.shape, device=self.device)
+
+    def to(self, dest: DeviceLike | torch.dtype) -> NonTensor:
+        """A copy on another device (dtypes do not apply and are refused).
+
+        Examples:
+            >>> NonTensor().to("cpu").device
+            device(type='cpu')
+        """
+        if isinstance(dest, torch.dtype):
+            raise SpecError(
+                f"NonTensor.to: non-tensor data has no dtype (got {dest}; expected a device)."
+                " Only move it to a device."
+            )
+        out = NonTensor(self.shape, None, self.example_data)
+        out.device = as_device(dest)
+        return out
+
+    def _eq_extra(self, other: Any) -> bool:
+        return True
+
+    def _repr_domain(self) -> list[str]:
+        return [f"example_data={self.example_data!r}"]
