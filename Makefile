@@ -1,0 +1,39 @@
+# tdrl developer commands. Both targets create .venv when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+
+.PHONY: train test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+
+$(VENV)/.train-installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet $(TORCH) -e ".[train]"
+	touch $@
+
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet $(TORCH) -e ".[test,train]"
+	touch $@
+
+train: $(VENV)/.train-installed
+	$(BIN)/python examples/random_rollout.py
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check tdrl tests benchmarks examples
+	$(BIN)/ruff format --check tdrl tests benchmarks examples
+	$(BIN)/mypy tdrl
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_file_sizes.py tdrl 800
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.test-installed
+	$(BIN)/python -m pytest benchmarks --benchmark-enable -p no:doctest
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,3 @@
+"""tdrl.data.replay."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.envs.batched."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.envs.builtin."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.envs.libs."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.envs.transforms."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.modules."""
+
+__all__: list[str] = []

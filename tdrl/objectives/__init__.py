@@ -1,0 +1,3 @@
+"""tdrl.objectives."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""tdrl.objectives.value."""
+
+__all__: list[str] = []

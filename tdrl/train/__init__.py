@@ -1,0 +1,3 @@
+"""tdrl.train."""
+
+__all__: list[str] = []
