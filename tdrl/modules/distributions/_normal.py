@@ -1,0 +1,89 @@
+"""Diagonal Gaussian whose last dimension is the event (action) dimension."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.distributions import Independent, Normal, constraints
+
+from tdrl.modules.distributions._utils import SampleShape, _event_shape
+
+__all__ = ["IndependentNormal"]
+
+
+class IndependentNormal(Independent):
+    """A Normal distribution whose last dimension is one event, as for a vector action.
+
+    ``log_prob`` and ``entropy`` sum over the last dimension, so a ``(*batch, n)`` action gets
+    a ``(*batch,)`` log-probability. ``mode``, ``mean`` and ``deterministic_sample`` are the
+    location.
+
+    Args:
+        loc: the mean, shape ``(*batch, n)``.
+        scale: the standard deviation, positive, broadcastable to ``loc``.
+        upscale: the bound of the location when ``tanh_loc`` is true.
+        tanh_loc: if true, the location is ``upscale * tanh(loc / upscale)``, which keeps an
+            unbounded network output within ``(-upscale, upscale)``.
+        validate_args: check the arguments and the values given to ``log_prob`` (slower).
+
+    Examples:
+        >>> import torch
+        >>> dist = IndependentNormal(torch.zeros(2, 3), torch.ones(2, 3))
+        >>> dist.batch_shape, dist.event_shape
+        (torch.Size([2]), torch.Size([3]))
+        >>> dist.log_prob(torch.zeros(2, 3)).shape
+        torch.Size([2])
+        >>> dist.deterministic_sample
+        tensor([[0., 0., 0.],
+                [0., 0., 0.]])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+
+    def __init__(
+        self,
+        loc: Tensor,
+        scale: Tensor,
+        *,
+        upscale: float = 5.0,
+        tanh_loc: bool = False,
+        validate_args: bool = False,
+    ) -> None:
+        if tanh_loc:
+            loc = upscale * torch.tanh(loc / upscale)
+        shape = torch.broadcast_shapes(loc.shape, scale.shape)
+        _event_shape(loc.expand(shape), "IndependentNormal.__init__", "loc")
+        self.upscale = upscale
+        self.tanh_loc = tanh_loc
+        super().__init__(
+            Normal(loc, scale, validate_args=validate_args), 1, validate_args=validate_args
+        )
+
+    @property
+    def loc(self) -> Tensor:
+        """The location (after the optional ``tanh_loc`` squashing)."""
+        return self.base_dist.loc
+
+    @property
+    def scale(self) -> Tensor:
+        """The standard deviation."""
+        return self.base_dist.scale
+
+    @property
+    def mode(self) -> Tensor:
+        """The location."""
+        return self.base_dist.loc
+
+    @property
+    def deterministic_sample(self) -> Tensor:
+        """The location, used by ``tensordict.nn`` for ``InteractionType.DETERMINISTIC``."""
+        return self.base_dist.loc
+
+    def expand(self, batch_shape: SampleShape, _instance=None) -> IndependentNormal:
+        """Returns the distribution with its batch dimensions expanded to ``batch_shape``."""
+        shape = torch.Size(batch_shape) + self.event_shape
+        return IndependentNormal(
+            self.loc.expand(shape),
+            self.scale.expand(shape),
+            validate_args=bool(self._validate_args),
+        )
