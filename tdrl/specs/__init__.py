@@ -8,13 +8,15 @@ heterogeneous TensorDicts (multi-agent).
 
 Examples:
     >>> import torch
-    >>> from tdrl.specs import Bounded
-    >>> spec = Bounded(-1.0, 1.0, shape=(2, 3))
-    >>> spec.is_in(spec.rand())
-    True
+    >>> from tdrl.specs import Bounded, Composite
+    >>> spec = Composite(action=Bounded(-1.0, 1.0, shape=(2, 3)), shape=(2,))
+    >>> td = spec.rand()
+    >>> td["action"].shape, spec.is_in(td)
+    (torch.Size([2, 3]), True)
 """
 
 from tdrl.specs._base import TensorSpec
+from tdrl.specs._composite import Composite
 from tdrl.specs._continuous import Bounded, Unbounded
 from tdrl.specs._discrete import Binary, Categorical, OneHot
 from tdrl.specs._multi_discrete import MultiCategorical, MultiOneHot
@@ -24,6 +26,7 @@ __all__ = [
     "Binary",
     "Bounded",
     "Categorical",
+    "Composite",
     "MultiCategorical",
     "MultiOneHot",
     "NonTensor",
