@@ -19,8 +19,10 @@ from tdrl.specs._base import TensorSpec
 from tdrl.specs._composite import Composite
 from tdrl.specs._continuous import Bounded, Unbounded
 from tdrl.specs._discrete import Binary, Categorical, OneHot
+from tdrl.specs._make import make_composite_from_td
 from tdrl.specs._multi_discrete import MultiCategorical, MultiOneHot
 from tdrl.specs._non_tensor import NonTensor
+from tdrl.specs._stacked import StackedComposite, stack_specs
 
 __all__ = [
     "Binary",
@@ -31,6 +33,9 @@ __all__ = [
     "MultiOneHot",
     "NonTensor",
     "OneHot",
+    "StackedComposite",
     "TensorSpec",
     "Unbounded",
+    "make_composite_from_td",
+    "stack_specs",
 ]

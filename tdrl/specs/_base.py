@@ -78,8 +78,9 @@ class TensorSpec(abc.ABC):
             return self.shape
         return torch.Size((*as_shape(shape), *self.shape))
 
+    @classmethod
     def __torch_function__(
-        self,
+        cls,
         func: Callable[..., Any],
         types: Any,
         args: tuple[Any, ...] = (),
