@@ -1,0 +1,406 @@
+"""EnvBase: the template-method base class of every tdrl environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.core._reset import ResetPlan
+from tdrl.envs.core._spec_owner import SpecOwner
+from tdrl.envs.core._step_mdp import StepMDP
+from tdrl.errors import SpecError
+
+__all__ = ["EnvBase"]
+
+Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+class EnvBase(SpecOwner):
+    """Base class of environments: subclasses write ``_reset``, ``_step`` and ``_set_seed``.
+
+    A subclass calls ``super().__init__(batch_size=..., device=...)``, sets its specs, and writes:
+
+    - ``_reset(td)``: returns a TensorDict (batch ``env.batch_size``) with the observations, done
+      leaves and state after a reset. ``td`` is ``None`` for a full reset, else it holds the
+      ``(*prefix, "_reset")`` masks; the env must reset at least where they are true (it may compute
+      values everywhere: the base class keeps the old values where no reset was asked). Envs with
+      internal state must only change it where ``_reset`` is true.
+    - ``_step(td)``: reads the actions (and state) from ``td`` and returns the next TensorDict with
+      observations, rewards and done leaves (``terminated``/``done`` may be given alone).
+    - ``_set_seed(seed)``: seeds the env's random generators.
+
+    The public methods validate, fill missing done leaves, handle partial resets and write the
+    ``"next"`` entry. Done semantics: ``terminated`` is a true end (do not bootstrap),
+    ``truncated`` a cut (bootstrap), ``done`` either.
+
+    Args:
+        batch_size: leading dims of every entry (``()`` for an unbatched env).
+        device: device of the data and specs (``None``: cpu).
+        allow_done_after_reset: do not raise when a done leaf is still true after a reset.
+        validate: also check action bounds/domains in ``step`` (shape and dtype are always
+            checked).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tdrl.specs import Bounded, Unbounded
+        >>> class Drift(EnvBase):
+        ...     def __init__(self):
+        ...         super().__init__(batch_size=(2,))
+        ...         self.observation_spec = Unbounded(shape=(2, 1))
+        ...         self.action_spec = Bounded(-1.0, 1.0, shape=(2, 1))
+        ...         self.reward_spec = Unbounded(shape=(2, 1))
+        ...         self.done_spec = self.default_done_spec()
+        ...     def _reset(self, td):
+        ...         return self.full_observation_spec.zero()
+        ...     def _step(self, td):
+        ...         obs = td["observation"] + td["action"]
+        ...         return TensorDict({"observation": obs, "reward": -obs.abs(),
+        ...                            "done": obs.abs() > 3}, batch_size=self.batch_size)
+        ...     def _set_seed(self, seed):
+        ...         pass
+        >>> env = Drift()
+        >>> env.rollout(5).batch_size
+        torch.Size([2, 5])
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: Sequence[int] | torch.Size = (),
+        device: torch.device | str | None = None,
+        allow_done_after_reset: bool = False,
+        validate: bool = False,
+    ) -> None:
+        self.batch_size = torch.Size(batch_size)
+        self.device = torch.device(device) if device is not None else None
+        self.allow_done_after_reset = allow_done_after_reset
+        self.validate = validate
+        self.batch_locked = True
+        self._closed = False
+        self._init_specs()
+
+    # ------------------------------------------------------------------ hooks
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__}._reset is not implemented.")
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__}._step is not implemented.")
+
+    def _set_seed(self, seed: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__}._set_seed is not implemented.")
+
+    def _close(self) -> None:
+        """Hook: release resources (called once by ``close``)."""
+
+    def _on_specs_changed(self) -> None:
+        self._step_mdp = StepMDP(
+            reward_keys=self.reward_keys, done_keys=self.done_keys, action_keys=self.action_keys
+        )
+        done = self.full_done_spec
+        shapes = [done[g.done].shape for g in self.done_groups]
+        self._reset_plan = ResetPlan(self.done_groups, len(self.batch_size), shapes)
+        self._action_checks = [
+            (k, self.full_action_spec[k].shape, self.full_action_spec[k].dtype)
+            for k in self.action_keys
+        ]
+        self._done_fill = [
+            (g.done, g.terminated, g.truncated, done[g.done]) for g in self.done_groups
+        ]
+
+    # ------------------------------------------------------------------ public API
+    def set_seed(self, seed: int) -> int:
+        """Seeds the env and returns the next seed, for chaining (``seed + 1`` here).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> CountingEnv().set_seed(3)
+            4
+        """
+        self._set_seed(int(seed))
+        return int(seed) + 1
+
+    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Resets the env, fully or partially.
+
+        Without ``_reset`` entries in ``tensordict`` every member resets. With them, only the true
+        entries of each done group are reset (a root ``"_reset"`` applies to every group) and every
+        other value of the input is kept. ``_reset`` entries are removed from the output.
+
+        Raises:
+            RuntimeError: a done leaf is still true where a reset was asked (unless the env was
+                built with ``allow_done_after_reset=True``).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = CountingEnv(batch_size=(2,))
+            >>> sorted(env.reset().keys())
+            ['done', 'observation', 'terminated', 'truncated']
+        """
+        masks = self._reset_plan.masks(tensordict)
+        out = self._reset(tensordict if masks is not None else None)
+        self._fill_done(out)
+        if masks is None:
+            if tensordict is not None:
+                out = self._carry_inputs(tensordict, out)
+            self._check_done_after_reset(out, None)
+            return out
+        base = tensordict.exclude("next")  # type: ignore[union-attr]
+        ResetPlan.strip(base, self.done_groups)
+        merged = self._reset_plan.merge(base, out, masks)
+        self._check_done_after_reset(merged, masks)
+        return merged
+
+    def _carry_inputs(self, tensordict: TensorDictBase, out: TensorDictBase) -> TensorDictBase:
+        extra = tensordict.exclude("next", *out.keys(True, True))
+        ResetPlan.strip(extra, self.done_groups)
+        if extra.is_empty():
+            return out
+        extra.update(out)
+        return extra
+
+    def _check_done_after_reset(
+        self, td: TensorDictBase, masks: list[torch.Tensor | None] | None
+    ) -> None:
+        if self.allow_done_after_reset:
+            return
+        for i, g in enumerate(self.done_groups):
+            done = td.get(g.done)
+            if masks is not None:
+                m = masks[i]
+                if m is None:
+                    continue
+                done = done & m.reshape(done.shape) if m.numel() == done.numel() else done
+            if done.any():
+                raise RuntimeError(
+                    f"{type(self).__name__}.reset: '{g.done}' is still true after a reset "
+                    f"(got {int(done.sum())} true entries; expected none where a reset was asked). "
+                    "Make _reset return done=False for the reset entries, or build the env with "
+                    "allow_done_after_reset=True."
+                )
+
+    def _fill_done(self, td: TensorDictBase) -> None:
+        for done_k, term_k, trunc_k, spec in self._done_fill:
+            done = td.get(done_k, None)
+            term = td.get(term_k, None)
+            if done is None and term is None:
+                done = term = torch.zeros(spec.shape, dtype=torch.bool, device=self.device)
+                td.set(done_k, done)
+                td.set(term_k, term)
+            elif term is None:
+                td.set(term_k, done)
+            elif done is None:
+                trunc = td.get(trunc_k, None) if trunc_k is not None else None
+                td.set(done_k, term if trunc is None else term | trunc)
+            if trunc_k is not None and trunc_k not in td.keys(True):
+                td.set(trunc_k, torch.zeros_like(td.get(done_k)))
+
+    def _check_actions(self, tensordict: TensorDictBase) -> None:
+        for key, shape, dtype in self._action_checks:
+            value = tensordict.get(key, None)
+            if value is None:
+                raise KeyError(
+                    f"{type(self).__name__}.step: action key {key!r} is missing "
+                    f"(available keys: {sorted(map(str, tensordict.keys(True, True)))}). "
+                    "Write the action (e.g. with a policy or env.rand_action(td)) before step."
+                )
+            if value.shape != shape or value.dtype != dtype:
+                raise SpecError(
+                    f"{type(self).__name__}.step: action {key!r} does not match its spec "
+                    f"(got shape {tuple(value.shape)} and dtype {value.dtype}; expected shape "
+                    f"{tuple(shape)} and dtype {dtype}). Produce actions from env.action_spec."
+                )
+        if self.validate:
+            for key in self.action_keys:
+                self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Runs one step: checks the actions, calls ``_step`` and writes the result under ``"next"``.
+
+        Returns:
+            ``tensordict`` itself, holding ``"next"``.
+
+        Raises:
+            KeyError: an action key is missing. SpecError: an action has the wrong shape or dtype
+            (or is out of its domain when the env validates). The env stays usable.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> td = env.step(env.rand_action(env.reset()))
+            >>> td["next", "observation"]
+            tensor([1.])
+        """
+        self._check_actions(tensordict)
+        nxt = self._step(tensordict)
+        self._fill_done(nxt)
+        tensordict.set("next", nxt)
+        return tensordict
+
+    def step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The next root of a stepped TensorDict, with this env's precomputed key plan.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> nxt = env.step_mdp(env.rand_step(env.reset()))
+            >>> "reward" in nxt.keys(), "action" in nxt.keys()
+            (False, False)
+        """
+        return self._step_mdp(tensordict)
+
+    def any_done(self, tensordict: TensorDictBase) -> bool:
+        """Whether any done leaf of ``tensordict`` is true (reads the root, not ``"next"``)."""
+        return any(bool(tensordict.get(g.done).any()) for g in self.done_groups)
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Steps, builds the next root, and partially resets the done groups that are done.
+
+        Returns:
+            ``(tensordict_with_next, next_root)``: the stepped data (its ``"next"`` keeps the
+            terminal observation) and the root to feed to the policy at the next step.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = CountingEnv(max_steps=1)
+            >>> td, root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+            >>> bool(td["next", "done"]), bool(root["done"]), root["observation"].item()
+            (True, False, 0.0)
+        """
+        tensordict = self.step(tensordict)
+        root = self._step_mdp(tensordict)
+        return tensordict, self.maybe_reset(root)
+
+    def maybe_reset(self, root: TensorDictBase) -> TensorDictBase:
+        """Partially resets the groups of ``root`` whose ``done`` is true (no-op if none is)."""
+        any_done = False
+        for g in self.done_groups:
+            done = root.get(g.done)
+            if done.any():
+                any_done = True
+                root.set(g.reset, done)
+        if not any_done:
+            return root
+        return self.reset(root)
+
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Writes random actions drawn from the action spec (masks honoured) into ``tensordict``.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> CountingEnv(batch_size=(3,)).rand_action()["action"].shape
+            torch.Size([3, 1])
+        """
+        action = self.full_action_spec.rand()
+        if tensordict is None:
+            return action
+        return tensordict.update(action)
+
+    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """``step`` with random actions (resets first when ``tensordict`` is None)."""
+        if tensordict is None:
+            tensordict = self.reset()
+        return self.step(self.rand_action(tensordict))
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """Zeros shaped like one step of data: root entries and ``"next"``, from the specs.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> sorted(CountingEnv().fake_tensordict().keys())
+            ['action', 'done', 'next', 'observation', 'terminated', 'truncated']
+        """
+        root = self.full_observation_spec.zero()
+        root.update(self.full_state_spec.zero())
+        root.update(self.full_done_spec.zero())
+        nxt = self.full_observation_spec.zero()
+        nxt.update(self.full_state_spec.zero())
+        nxt.update(self.full_reward_spec.zero())
+        nxt.update(self.full_done_spec.zero())
+        root.update(self.full_action_spec.zero())
+        root.set("next", nxt)
+        return root
+
+    def rollout(
+        self,
+        max_steps: int,
+        policy: Policy | None = None,
+        *,
+        break_when_any_done: bool = True,
+        auto_reset: bool = True,
+        tensordict: TensorDictBase | None = None,
+    ) -> TensorDictBase:
+        """Plays up to ``max_steps`` steps and returns them stacked with time as the last batch dim.
+
+        Args:
+            max_steps: number of steps.
+            policy: callable writing the actions into a TensorDict; random actions when None.
+            break_when_any_done: stop after the first step where any done leaf is true. With
+                False, done groups are partially reset and the rollout goes on.
+            auto_reset: reset before the first step (else ``tensordict`` is the start).
+            tensordict: the start data (required when ``auto_reset`` is False).
+
+        Returns:
+            A TensorDict of batch ``[*env.batch_size, T]``.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> CountingEnv(batch_size=(4,), max_steps=3).rollout(10).batch_size
+            torch.Size([4, 3])
+        """
+        if auto_reset:
+            td = self.reset(tensordict)
+        elif tensordict is None:
+            raise ValueError(
+                f"{type(self).__name__}.rollout: auto_reset=False needs a start tensordict "
+                "(got None; expected the output of env.reset()). Pass tensordict=..."
+            )
+        else:
+            td = tensordict
+        act = policy if policy is not None else self.rand_action
+        steps = []
+        for _ in range(max_steps):
+            td = act(td)
+            if break_when_any_done:
+                td = self.step(td)
+                steps.append(td)
+                root = self._step_mdp(td)
+                if self.any_done(root):
+                    break
+                td = root
+            else:
+                td, nxt = self.step_and_maybe_reset(td)
+                steps.append(td)
+                td = nxt
+        return torch.stack(steps, dim=len(self.batch_size))  # type: ignore[arg-type,return-value]
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Releases the env's resources; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close()
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether ``close`` has run."""
+        return self._closed
+
+    def __enter__(self) -> EnvBase:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(batch_size={tuple(self.batch_size)}, device={self.device}, "
+            f"action_keys={self.action_keys}, reward_keys={self.reward_keys}, "
+            f"done_keys={self.done_keys})"
+        )

@@ -1,0 +1,114 @@
+"""Partial-reset plumbing: read ``_reset`` masks and merge reset output into the old data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.core._keys import DoneGroup, broadcast_mask, owning_group
+
+__all__ = ["ResetPlan"]
+
+
+class ResetPlan:
+    """Precomputed knowledge of how ``_reset`` masks map onto an env's entries.
+
+    Each leaf of the reset output belongs to the deepest done group whose prefix contains it; a
+    root ``_reset`` also applies to every nested group.
+    """
+
+    def __init__(
+        self, groups: Sequence[DoneGroup], batch_ndim: int, done_shapes: Sequence[torch.Size]
+    ) -> None:
+        self.groups = list(groups)
+        self.batch_ndim = batch_ndim
+        self.done_shapes = [torch.Size(s) for s in done_shapes]
+        self._prefixes = [g.prefix for g in self.groups]
+        self._root = next((i for i, g in enumerate(self.groups) if g.prefix == ()), None)
+        self._owner_cache: dict[NestedKey, int] = {}
+
+    def masks(self, td: TensorDictBase | None) -> list[torch.Tensor | None] | None:
+        """Per-group masks from the ``_reset`` entries of ``td``; ``None`` means reset everything.
+
+        A root ``_reset`` is OR-ed into the nested groups. A group without an entry (and no root
+        entry) is not reset.
+        """
+        if td is None:
+            return None
+        raw: list[torch.Tensor | None] = [td.get(g.reset, None) for g in self.groups]
+        root_reset = td.get("_reset", None)
+        if root_reset is None:
+            return None if all(m is None for m in raw) else raw
+        root_b = broadcast_mask(root_reset, self.batch_ndim, self.batch_ndim)
+        for i, m in enumerate(raw):
+            shape = self.done_shapes[i]
+            r = root_b.reshape(*root_b.shape, *([1] * (len(shape) - root_b.ndim))).expand(shape)
+            raw[i] = r if m is None else (m | r)
+        return raw
+
+    def owner(self, key: NestedKey) -> int:
+        """Index of the group that owns ``key`` (the root group, or -1, when none is deeper)."""
+        found = self._owner_cache.get(key)
+        if found is None:
+            found = owning_group(key, self._prefixes)
+            if found < 0 and self._root is not None:
+                found = self._root
+            self._owner_cache[key] = found
+        return found
+
+    def any_reset(self, masks: list[torch.Tensor | None]) -> torch.Tensor | None:
+        """Batch-shaped mask of the envs where any group resets."""
+        out = None
+        for m in masks:
+            if m is None:
+                continue
+            b = broadcast_mask(m, self.batch_ndim, self.batch_ndim)
+            if b.ndim > self.batch_ndim:
+                b = b.flatten(self.batch_ndim).any(-1)
+            out = b if out is None else out | b
+        return out
+
+    def merge(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        """Writes into ``old`` the values of ``new`` where the owning group resets.
+
+        Entries owned by a group that does not reset keep their old value; keys that ``old``
+        lacks are taken from ``new`` as they are. Returns ``old``.
+        """
+        batch_mask: torch.Tensor | None = None
+        for key in new.keys(True, True):
+            value = new.get(key)
+            prev = old.get(key, None)
+            if prev is None or not isinstance(value, torch.Tensor):
+                old.set(key, value)
+                continue
+            gi = self.owner(key)
+            if gi >= 0:
+                mask = masks[gi]
+                if mask is None:
+                    continue
+            else:
+                if batch_mask is None:
+                    batch_mask = self.any_reset(masks)
+                mask = batch_mask
+            if mask is None:
+                continue
+            if prev.shape != value.shape:
+                old.set(key, value)
+                continue
+            m = broadcast_mask(mask, self.batch_ndim, value.ndim)
+            old.set(key, torch.where(m, value, prev))
+        return old
+
+    @staticmethod
+    def strip(td: TensorDictBase, groups: Sequence[DoneGroup]) -> None:
+        """Removes every ``_reset`` entry from ``td`` in place."""
+        for g in groups:
+            if g.reset in td.keys(True):
+                del td[g.reset]
+        if "_reset" in td.keys():
+            del td["_reset"]

@@ -1,0 +1,209 @@
+"""``step_mdp``: build the next root TensorDict from ``td["next"]``.
+
+It runs on every env step, so the exclusion plan is built once (per env, or per call of the free
+function) and the copy walks the data without re-deriving keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.core._keys import key_tuple
+
+__all__ = ["StepMDP", "step_mdp"]
+
+_ExclTree = dict[str, Any]  # a key maps to True (drop it) or to a nested tree
+
+
+def _build_tree(keys: Sequence[NestedKey]) -> _ExclTree:
+    tree: _ExclTree = {}
+    for key in keys:
+        node = tree
+        *head, leaf = key_tuple(key)
+        for part in head:
+            child = node.get(part)
+            if child is True:
+                break
+            node = node.setdefault(part, {})
+        else:
+            node[leaf] = True
+    return tree
+
+
+def _is_plain_td(value: Any) -> bool:
+    return type(value) is TensorDict
+
+
+def _copy_excluding(src: TensorDictBase, tree: _ExclTree) -> TensorDictBase:
+    """Shallow copy of ``src`` (new nodes, shared tensors) without the keys of ``tree``."""
+    if not _is_plain_td(src):
+        drop = [k for k, v in tree.items() if v is True and k in src.keys()]
+        return src.exclude(*drop) if drop else src.copy()
+    out: dict[Any, Any] = {}
+    for key, value in src.items():
+        sub = tree.get(key)
+        if sub is True:
+            continue
+        if isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
+            value = _copy_excluding(value, sub or {})
+        out[key] = value
+    return TensorDict._new_unsafe(out, batch_size=src.batch_size, device=src.device)
+
+
+def _is_leaf_collection(value: TensorDictBase) -> bool:
+    # NonTensorData / NonTensorStack behave like leaves.
+    return type(value).__name__ in ("NonTensorData", "NonTensorStack")
+
+
+def _fill_missing(dest: TensorDictBase, src: TensorDictBase, tree: _ExclTree) -> None:
+    """Adds to ``dest`` the entries of ``src`` it lacks, except the keys of ``tree``."""
+    for key, value in src.items():
+        sub = tree.get(key)
+        if sub is True:
+            continue
+        is_node = isinstance(value, TensorDictBase) and not _is_leaf_collection(value)
+        present = dest.get(key, None)
+        if present is None:
+            dest.set(key, _copy_excluding(value, sub or {}) if is_node else value)  # type: ignore[arg-type]
+        elif is_node and isinstance(present, TensorDictBase) and _is_plain_td(present):
+            _fill_missing(present, value, sub or {})  # type: ignore[arg-type]
+
+
+class StepMDP:
+    """A precomputed ``step_mdp`` plan for fixed reward/done/action keys.
+
+    Args:
+        reward_keys: reward leaves (dropped from the next root when ``exclude_reward``).
+        done_keys: done leaves (dropped when ``exclude_done``).
+        action_keys: action leaves (dropped from the root when ``exclude_action``).
+        keep_other: carry root entries that ``"next"`` lacks (policy outputs, hidden states).
+        exclude_reward: drop the rewards. exclude_done: drop the done leaves.
+        exclude_action: drop the actions.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> plan = StepMDP(reward_keys=["reward"], done_keys=["done"], action_keys=["action"])
+        >>> td = TensorDict(
+        ...     {"obs": torch.zeros(2), "action": torch.ones(2), "hidden": torch.ones(2),
+        ...      "next": {"obs": torch.ones(2), "reward": torch.ones(2), "done": torch.zeros(2)}},
+        ...     batch_size=[2])
+        >>> sorted(plan(td).keys())
+        ['done', 'hidden', 'obs']
+    """
+
+    def __init__(
+        self,
+        *,
+        reward_keys: Sequence[NestedKey] = ("reward",),
+        done_keys: Sequence[NestedKey] = ("done", "terminated", "truncated"),
+        action_keys: Sequence[NestedKey] = ("action",),
+        keep_other: bool = True,
+        exclude_reward: bool = True,
+        exclude_done: bool = False,
+        exclude_action: bool = True,
+    ) -> None:
+        next_drop: list[NestedKey] = []
+        if exclude_reward:
+            next_drop += list(reward_keys)
+        if exclude_done:
+            next_drop += list(done_keys)
+        root_drop: list[NestedKey] = ["next", *next_drop]
+        if exclude_action:
+            root_drop += list(action_keys)
+        self.keep_other = keep_other
+        self._next_tree = _build_tree(next_drop)
+        self._root_tree = _build_tree(root_drop)
+
+    def __call__(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None
+    ) -> TensorDictBase:
+        """Returns the next root; writes into ``next_tensordict`` when one is given."""
+        nxt = tensordict.get("next", None)
+        if nxt is None:
+            raise KeyError(
+                "step_mdp: the tensordict has no 'next' entry "
+                f"(available keys: {sorted(map(str, tensordict.keys()))}). "
+                "Call env.step(td) before step_mdp."
+            )
+        if not isinstance(nxt, TensorDictBase):
+            raise TypeError(f"step_mdp: 'next' must be a TensorDict (got {type(nxt).__name__}).")
+        out = _copy_excluding(nxt, self._next_tree)
+        if self.keep_other:
+            _fill_missing(out, tensordict, self._root_tree)
+        if next_tensordict is not None:
+            next_tensordict.update(out)
+            return next_tensordict
+        return out
+
+
+def _as_key_list(
+    keys: NestedKey | Sequence[NestedKey] | None, default: list[NestedKey]
+) -> list[NestedKey]:
+    # A str or a tuple of str is one (nested) key, as in tensordict; a list holds several keys.
+    if keys is None:
+        return default
+    if isinstance(keys, str) or (isinstance(keys, tuple) and all(isinstance(k, str) for k in keys)):
+        return [keys]
+    return list(keys)
+
+
+def step_mdp(
+    tensordict: TensorDictBase,
+    next_tensordict: TensorDictBase | None = None,
+    *,
+    keep_other: bool = True,
+    exclude_reward: bool = True,
+    exclude_done: bool = False,
+    exclude_action: bool = True,
+    reward_keys: NestedKey | Sequence[NestedKey] | None = None,
+    done_keys: NestedKey | Sequence[NestedKey] | None = None,
+    action_keys: NestedKey | Sequence[NestedKey] | None = None,
+) -> TensorDictBase:
+    """Builds the root TensorDict of the next step from ``tensordict["next"]``.
+
+    The result holds every entry of ``"next"`` (minus rewards, and minus done leaves when
+    ``exclude_done``) and, with ``keep_other``, the root entries that ``"next"`` lacks except the
+    actions. The input is never modified. This free function builds its key plan at each call;
+    envs keep a precomputed one: prefer ``env.step_mdp(td)`` in loops.
+
+    Args:
+        tensordict: a stepped TensorDict (it holds ``"next"``).
+        next_tensordict: if given, the result is written into it.
+        keep_other: keep root entries that are not actions, rewards or done leaves.
+        exclude_reward: drop reward keys.
+        exclude_done: drop done keys.
+        exclude_action: drop action keys.
+        reward_keys: a key or a list of keys (default ``"reward"``). A tuple of strings is one
+            nested key; pass several keys as a list.
+        done_keys: same, default ``["done", "terminated", "truncated"]``.
+        action_keys: same, default ``"action"``.
+
+    Returns:
+        The next root TensorDict.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(
+        ...     {"obs": torch.zeros(3), "action": torch.ones(3),
+        ...      "next": {"obs": torch.ones(3), "reward": torch.ones(3), "done": torch.zeros(3)}},
+        ...     batch_size=[3])
+        >>> nxt = step_mdp(td)
+        >>> sorted(nxt.keys()), nxt["obs"].tolist()
+        (['done', 'obs'], [1.0, 1.0, 1.0])
+    """
+    plan = StepMDP(
+        reward_keys=_as_key_list(reward_keys, ["reward"]),
+        done_keys=_as_key_list(done_keys, ["done", "terminated", "truncated"]),
+        action_keys=_as_key_list(action_keys, ["action"]),
+        keep_other=keep_other,
+        exclude_reward=exclude_reward,
+        exclude_done=exclude_done,
+        exclude_action=exclude_action,
+    )
+    return plan(tensordict, next_tensordict)

@@ -1,0 +1,5 @@
+"""Importable test helpers: mock envs and contract test bases."""
+
+from tdrl.testing._mock_envs import CountingEnv, FailingEnv, MultiKeyEnv, NestedCountingEnv
+
+__all__ = ["CountingEnv", "FailingEnv", "MultiKeyEnv", "NestedCountingEnv"]

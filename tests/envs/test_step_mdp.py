@@ -1,0 +1,90 @@
+"""step_mdp: the free function and the env's precomputed plan agree and never mutate input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from tdrl.envs.core import StepMDP, step_mdp
+from tdrl.testing import NestedCountingEnv
+
+
+def _flat(batch=(2,)):
+    return TensorDict(
+        {
+            "obs": torch.zeros(*batch, 3),
+            "action": torch.ones(*batch, 1),
+            "hidden": torch.full((*batch, 4), 7.0),
+            "done": torch.zeros(*batch, 1, dtype=torch.bool),
+            "next": {
+                "obs": torch.ones(*batch, 3),
+                "reward": torch.ones(*batch, 1),
+                "done": torch.ones(*batch, 1, dtype=torch.bool),
+            },
+        },
+        batch_size=batch,
+    )
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_flat_defaults(batch):
+    td = _flat(batch)
+    out = step_mdp(td)
+    assert set(out.keys()) == {"obs", "hidden", "done"}
+    assert out["obs"].eq(1).all() and out["done"].all() and out["hidden"].eq(7).all()
+    assert out.batch_size == torch.Size(batch)
+
+
+def test_flags():
+    td = _flat()
+    assert "reward" in step_mdp(td, exclude_reward=False).keys()
+    assert "done" not in step_mdp(td, exclude_done=True).keys()
+    assert "action" in step_mdp(td, exclude_action=False).keys()
+    assert set(step_mdp(td, keep_other=False).keys()) == {"obs", "done"}
+
+
+def test_input_not_mutated_and_nested_nodes_are_copies():
+    env = NestedCountingEnv(batch_size=(2,))
+    td = env.rand_step()
+    before = set(td.keys(True, True))
+    out = env.step_mdp(td)
+    out.set(("nested_1", "action"), torch.zeros(2, 3, 1))
+    out.set(("nested_1", "extra"), torch.zeros(2, 3, 1))
+    assert set(td.keys(True, True)) == before
+    assert ("nested_1", "extra") not in td["next"].keys(True)
+
+
+def test_env_plan_equals_free_function_on_nested_data():
+    env = NestedCountingEnv(batch_size=(2,))
+    td = env.rand_step()
+    mine = env.step_mdp(td)
+    free = step_mdp(
+        td, reward_keys=env.reward_keys, done_keys=env.done_keys, action_keys=env.action_keys
+    )
+    assert set(mine.keys(True, True)) == set(free.keys(True, True))
+    for key in mine.keys(True, True):
+        assert torch.equal(mine[key], free[key])
+    assert ("nested_1", "reward") not in mine.keys(True, True)
+    assert ("nested_1", "action") not in mine.keys(True, True)
+    assert ("nested_1", "observation") in mine.keys(True, True)
+
+
+def test_nested_single_key_as_tuple_and_next_tensordict():
+    td = TensorDict(
+        {
+            "agents": {"r": torch.ones(2)},
+            "next": {"agents": {"r": torch.ones(2), "o": torch.ones(2)}},
+        },
+        batch_size=[2],
+    )
+    out = step_mdp(td, reward_keys=("agents", "r"))
+    assert set(out.keys(True, True)) == {("agents", "o")}
+    dest = TensorDict({"keep": torch.zeros(2)}, [2])
+    res = step_mdp(td, dest, reward_keys=[("agents", "r")])
+    assert res is dest and ("agents", "o") in dest.keys(True, True) and "keep" in dest.keys()
+
+
+def test_missing_next_raises():
+    with pytest.raises(KeyError, match=r"no 'next' entry.*available keys"):
+        StepMDP()(TensorDict({"obs": torch.zeros(1)}, [1]))
