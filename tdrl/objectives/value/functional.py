@@ -1,0 +1,285 @@
+"""Pure tensor functions for returns and advantages.
+
+Every function takes tensors shaped ``[*B, T, *F]`` whose time dimension sits at ``time_dim``
+(default ``-2``, i.e. ``[*B, T, 1]``); trailing dims (agents, several rewards) broadcast. The
+inputs only need to broadcast to one common shape.
+
+Done semantics (per step ``t``, all flags describe the transition ``t -> t + 1``):
+
+- ``terminated[t]``: a true end, ``next_state_value[t]`` is not used (no bootstrapping).
+- ``done[t]``: the trajectory ends after ``t`` (terminated or truncated); nothing from ``t + 1``
+  flows back into ``t`` except ``next_state_value[t]`` when the step was only truncated.
+- the last step of the sequence is treated as truncated when it is not done: it bootstraps from
+  ``next_state_value``.
+
+``terminated=None`` means ``terminated = done``; a terminated step counts as done.
+``gamma`` and ``lmbda`` are non-negative floats or tensors broadcastable to the reward.
+
+The recursions run through :func:`reverse_discounted_cumsum` (no Python loop over time). The
+plain loops in :mod:`tdrl.objectives.value._reference` compute the same values step by step.
+
+Examples:
+    >>> import torch
+    >>> from tdrl.objectives.value import functional as F
+    >>> reward = torch.ones(3, 1)
+    >>> done = torch.tensor([[False], [False], [True]])
+    >>> F.td1_return_estimate(0.5, torch.zeros(3, 1), reward, done).squeeze(-1)
+    tensor([1.7500, 1.5000, 1.0000])
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from tdrl.objectives.value._scan import _check_dim, reverse_discounted_cumsum
+
+__all__ = [
+    "generalized_advantage_estimate",
+    "reverse_discounted_cumsum",
+    "td0_return_estimate",
+    "td1_return_estimate",
+    "td_lambda_return_estimate",
+]
+
+
+def td0_return_estimate(
+    gamma: float | Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    terminated: Tensor | None = None,
+    *,
+    done: Tensor | None = None,
+) -> Tensor:
+    """One-step TD target ``r_t + gamma * (1 - terminated_t) * V(s_{t+1})``.
+
+    No time dimension is involved: any shape works as long as the inputs broadcast.
+
+    Args:
+        gamma: discount factor, float or tensor broadcastable to ``reward``.
+        next_state_value: ``V(s_{t+1})``.
+        reward: ``r_t``.
+        terminated: boolean, stops bootstrapping. Falls back to ``done`` when ``None``.
+        done: only used when ``terminated`` is ``None`` (then ``terminated = done``).
+
+    Returns:
+        The value target, shaped like the broadcast of the inputs.
+
+    Examples:
+        >>> import torch
+        >>> td0_return_estimate(0.9, torch.full((2, 1), 2.0), torch.ones(2, 1),
+        ...                     torch.tensor([[False], [True]])).squeeze(-1)
+        tensor([2.8000, 1.0000])
+    """
+    if terminated is None:
+        if done is None:
+            raise ValueError(
+                "td0_return_estimate: no termination flag given (got terminated=None and "
+                "done=None; expected a boolean tensor). Pass terminated (or done)."
+            )
+        terminated = done
+    _check_gamma("td0_return_estimate", gamma, "gamma")
+    _shape("td0_return_estimate", next_state_value, reward, terminated)
+    return reward + gamma * _zero_where(terminated, next_state_value)
+
+
+def td1_return_estimate(
+    gamma: float | Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> Tensor:
+    """Monte-Carlo discounted returns, bootstrapped from ``next_state_value`` at truncations.
+
+    ``G_t = r_t + gamma * (1 - terminated_t) * (V(s_{t+1}) if done_t else G_{t+1})``, with the
+    last step bootstrapping when it is not done.
+
+    Args:
+        gamma: discount factor, float or tensor broadcastable to ``reward``.
+        next_state_value: ``V(s_{t+1})``, shape ``[*B, T, *F]``.
+        reward: ``r_t``.
+        done: boolean, the trajectory ends after step ``t``.
+        terminated: boolean, no bootstrapping after ``t``; ``None`` means ``done``.
+        time_dim: the time dimension.
+
+    Returns:
+        The returns ``G_t``.
+
+    Examples:
+        >>> import torch
+        >>> done = torch.tensor([[False], [True], [False]])
+        >>> terminated = torch.zeros(3, 1, dtype=torch.bool)  # a truncation at step 1
+        >>> td1_return_estimate(0.5, torch.full((3, 1), 4.0), torch.ones(3, 1), done,
+        ...                     terminated).squeeze(-1)
+        tensor([2.5000, 3.0000, 3.0000])
+    """
+    return td_lambda_return_estimate(
+        gamma, 1.0, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+def td_lambda_return_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> Tensor:
+    """TD(lambda) returns.
+
+    ``G_t = r_t + gamma * (1 - terminated_t) * ((1 - lmbda) V(s_{t+1}) + lmbda G_{t+1})`` inside a
+    trajectory and ``G_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1})`` where ``done_t`` (and at
+    the last step). ``lmbda=0`` gives TD(0), ``lmbda=1`` gives :func:`td1_return_estimate`.
+
+    Args:
+        gamma: discount factor, float or tensor broadcastable to ``reward``.
+        lmbda: the lambda mixing factor, float or tensor broadcastable to ``reward``.
+        next_state_value: ``V(s_{t+1})``, shape ``[*B, T, *F]``.
+        reward: ``r_t``.
+        done: boolean, the trajectory ends after step ``t``.
+        terminated: boolean, no bootstrapping after ``t``; ``None`` means ``done``.
+        time_dim: the time dimension.
+
+    Returns:
+        The lambda-returns ``G_t``.
+
+    Examples:
+        >>> import torch
+        >>> done = torch.tensor([[False], [True]])
+        >>> td_lambda_return_estimate(0.5, 0.5, torch.full((2, 1), 4.0), torch.ones(2, 1),
+        ...                           done).squeeze(-1)
+        tensor([2.2500, 1.0000])
+    """
+    name = "td_lambda_return_estimate"
+    _check_gamma(name, gamma, "gamma")
+    _check_gamma(name, lmbda, "lmbda")
+    shape = _shape(name, next_state_value, reward, done, terminated)
+    dim = _check_dim(name, time_dim, len(shape))
+    done, terminated = _flags(done, terminated, dim, len(shape), shape[dim])
+    # Inside a trajectory V(s_{t+1}) gets weight (1 - lmbda), at a cut it gets the full weight.
+    if isinstance(lmbda, Tensor):
+        next_state_value = next_state_value * torch.where(done, torch.ones_like(lmbda), 1 - lmbda)
+    else:
+        next_state_value = next_state_value * torch.where(done, 1.0, 1.0 - lmbda)
+    step = reward + gamma * _zero_where(terminated, next_state_value)
+    return reverse_discounted_cumsum(
+        step.expand(shape), _mul(gamma, lmbda), reset=done, time_dim=dim
+    )
+
+
+def generalized_advantage_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> tuple[Tensor, Tensor]:
+    """Generalized advantage estimate (GAE) and its value target.
+
+    ``delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)`` and
+    ``A_t = delta_t + gamma * lmbda * (1 - done_t) * A_{t+1}``; the value target is ``A_t + V(s_t)``.
+
+    Args:
+        gamma: discount factor, float or tensor broadcastable to ``reward``.
+        lmbda: the GAE lambda, float or tensor broadcastable to ``reward``.
+        state_value: ``V(s_t)``, shape ``[*B, T, *F]``.
+        next_state_value: ``V(s_{t+1})``.
+        reward: ``r_t``.
+        done: boolean, the trajectory ends after step ``t``.
+        terminated: boolean, no bootstrapping after ``t``; ``None`` means ``done``.
+        time_dim: the time dimension.
+
+    Returns:
+        ``(advantage, value_target)``.
+
+    Examples:
+        >>> import torch
+        >>> value = torch.tensor([[1.0], [2.0]])
+        >>> next_value = torch.tensor([[2.0], [3.0]])
+        >>> done = torch.tensor([[False], [True]])  # truncated: terminated stays False
+        >>> adv, target = generalized_advantage_estimate(
+        ...     0.5, 0.5, value, next_value, torch.ones(2, 1), done, torch.zeros_like(done))
+        >>> adv.squeeze(-1), target.squeeze(-1)
+        (tensor([1.1250, 0.5000]), tensor([2.1250, 2.5000]))
+    """
+    name = "generalized_advantage_estimate"
+    _check_gamma(name, gamma, "gamma")
+    _check_gamma(name, lmbda, "lmbda")
+    shape = _shape(name, state_value, next_state_value, reward, done, terminated)
+    dim = _check_dim(name, time_dim, len(shape))
+    terminated = done if terminated is None else terminated
+    delta = reward + gamma * _zero_where(_as_bool(terminated), next_state_value) - state_value
+    reset = _as_bool(done) | _as_bool(terminated)
+    advantage = reverse_discounted_cumsum(
+        delta.expand(shape), _mul(gamma, lmbda), reset=reset, time_dim=dim
+    )
+    return advantage, advantage + state_value
+
+
+def _mul(a: float | Tensor, b: float | Tensor) -> float | Tensor:
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return a * b  # type: ignore[operator]
+    return float(a) * float(b)
+
+
+def _as_bool(flag: Tensor) -> Tensor:
+    return flag if flag.dtype is torch.bool else flag != 0
+
+
+def _zero_where(flag: Tensor, value: Tensor) -> Tensor:
+    # A fill rather than a product: values past a terminal step may be inf/nan garbage.
+    flag = _as_bool(flag)
+    if flag.shape == value.shape:
+        return value.masked_fill(flag, 0.0)
+    return torch.where(flag, 0.0, value)
+
+
+def _flags(
+    done: Tensor, terminated: Tensor | None, dim: int, ndim: int, steps: int
+) -> tuple[Tensor, Tensor]:
+    """Returns (cut, terminated): cut marks trajectory ends including the last step."""
+    done = _as_bool(done)
+    term = done if terminated is None else _as_bool(terminated)
+    cut = done | _last_step(steps, ndim - dim - 1, done.device)
+    return (cut if terminated is None else cut | term), term
+
+
+@functools.lru_cache(maxsize=32)
+def _last_step(steps: int, trailing: int, device: torch.device) -> Tensor:
+    last = torch.zeros(steps, dtype=torch.bool, device=device)
+    last[-1] = True
+    return last.view((-1,) + (1,) * trailing)
+
+
+def _check_gamma(fn: str, value: float | Tensor, name: str) -> None:
+    if isinstance(value, Tensor):
+        return  # checking a tensor would cost a device sync on every call
+    if not isinstance(value, float | int) or not 0.0 <= value < float("inf"):
+        raise ValueError(
+            f"{fn}: {name} must be a finite non-negative number or a tensor (got {value!r}; "
+            f"expected e.g. {name}=0.99). Pass a float in [0, 1]."
+        )
+
+
+def _shape(fn: str, *tensors: Tensor | None) -> torch.Size:
+    shapes = [t.shape for t in tensors if t is not None]
+    try:
+        return torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise ValueError(
+            f"{fn}: the input shapes do not broadcast (got {[tuple(s) for s in shapes]}; "
+            "expected shapes broadcastable to one [*B, T, *F]). Give every input the reward's "
+            "shape, e.g. unsqueeze per-step flags to [*B, T, 1]."
+        ) from None
