@@ -131,6 +131,14 @@ class TensorSpec(abc.ABC):
     def _domain_text(self) -> str:
         return "any value"
 
+    def _meta_ok(self, x: Any) -> bool:
+        """Fast metadata check (no data pass, no message building): the hot-path test."""
+        if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
+            return False
+        xs = x.shape
+        lead = len(xs) - self.ndim
+        return lead >= 0 and xs[lead:] == self.shape
+
     def _meta_error(self, x: Any, key: Any, where: str) -> str | None:
         """Message if ``x`` has the wrong type, shape or dtype, else ``None`` (metadata only)."""
         if not isinstance(x, torch.Tensor):
@@ -162,9 +170,7 @@ class TensorSpec(abc.ABC):
             >>> spec.is_in(torch.tensor(2)), spec.is_in(torch.tensor(3))
             (True, False)
         """
-        if self._meta_error(x, None, "") is not None:
-            return False
-        return self._in_domain(x)
+        return self._meta_ok(x) and self._in_domain(x)
 
     def check_shape_dtype(self, x: Any, key: Any = None) -> None:
         """Cheap metadata-only check of shape and dtype (no pass over the data).
@@ -176,9 +182,9 @@ class TensorSpec(abc.ABC):
             >>> from tdrl.specs import Unbounded
             >>> Unbounded(shape=(3,)).check_shape_dtype(torch.zeros(4, 3))
         """
-        msg = self._meta_error(x, key, f"{type(self).__name__}.check_shape_dtype")
-        if msg is not None:
-            raise SpecError(msg)
+        if not self._meta_ok(x):
+            where = f"{type(self).__name__}.check_shape_dtype"
+            raise SpecError(self._meta_error(x, key, where) or f"{where}: invalid value.")
 
     def assert_is_in(self, x: Any, key: Any = None) -> None:
         """Like :meth:`is_in` but raises a :class:`~tdrl.errors.SpecError` that says why.
@@ -333,15 +339,16 @@ class TensorSpec(abc.ABC):
             out.dtype = dest
             for name in self._dtype_tensors:
                 setattr(out, name, getattr(self, name).to(dest))
+            out._refresh()
             return out
         device = torch.device(dest) if dest is not None else None
         out = self._map(self.shape, lambda t: t.to(device))
         out.device = device
-        out._after_move()
+        out._refresh()
         return out
 
-    def _after_move(self) -> None:  # noqa: B027 - optional hook, most specs hold no cache
-        """Hook: rebuild device-bound caches after ``to(device)``."""
+    def _refresh(self) -> None:  # noqa: B027 - optional hook, most specs hold no cache
+        """Hook: rebuild caches derived from the tensors after ``to`` or stacking."""
 
     def clone(self) -> TensorSpec:
         """A deep copy whose tensors can be changed without touching this spec.

@@ -43,6 +43,17 @@ def _path(key: Any, where: str) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
+def _getter(td: TensorDictBase) -> Any:
+    """A ``get(key, default)`` over the top-level entries of ``td``.
+
+    For a plain TensorDict one ``dict(td.items())`` (about 0.5 us) beats one ``td.get`` per key
+    (about 1 us each); other TensorDict types keep their own ``get``.
+    """
+    if type(td) is TensorDict:
+        return dict(td.items()).get
+    return td.get
+
+
 def _show(path: tuple[str, ...]) -> NestedKey:
     return path[0] if len(path) == 1 else path
 
@@ -175,10 +186,16 @@ class Composite(TensorSpec):
         if not is_key(idx):
             return self._index(idx)
         path = _path(idx, "Composite.__getitem__")
-        node = self._node(path, "Composite.__getitem__")
-        if path[-1] not in node._specs:
-            raise self._missing(path, "Composite.__getitem__")
-        return node._specs[path[-1]]
+        node: TensorSpec = self
+        for i, k in enumerate(path):
+            if not isinstance(node, Composite):
+                if hasattr(node, "keys"):  # a StackedComposite resolves the rest of the key
+                    return node[path[i:]]
+                raise self._missing(path, "Composite.__getitem__")
+            if k not in node._specs:
+                raise self._missing(path, "Composite.__getitem__")
+            node = node._specs[k]
+        return node
 
     def get(self, key: NestedKey, default: Any = _MISSING) -> Any:
         """The entry at ``key``, or ``default`` when absent (KeyError without default).
@@ -396,8 +413,9 @@ class Composite(TensorSpec):
         """
         if not isinstance(td, TensorDictBase):
             return False
+        get = _getter(td)
         for k, spec in self._specs.items():
-            value = td.get(k, None)
+            value = get(k, None)
             if value is None or not spec.is_in(value):
                 return False
         return True
@@ -409,15 +427,22 @@ class Composite(TensorSpec):
                 f"Composite.{method}: value{'' if key is None else f' for key {key!r}'} is not a"
                 f" TensorDict (got {type(td).__name__}; expected a TensorDict). Pass a TensorDict."
             )
+        get = _getter(td)
         for k, spec in self._specs.items():
             path = (*prefix, k)
-            value = td.get(k, None)
+            value = get(k, None)
             if value is None:
                 raise SpecError(
                     f"Composite.{method}: key {_show(path)!r} is missing (got keys"
                     f" {list(td.keys())}; expected every key of the spec). Add the entry."
                 )
             getattr(spec, method)(value, key=_show(path))
+
+    def _meta_ok(self, td: Any) -> bool:
+        if not isinstance(td, TensorDictBase):
+            return False
+        get = _getter(td)
+        return all(spec._meta_ok(get(k, None)) for k, spec in self._specs.items())
 
     def assert_is_in(self, td: Any, key: Any = None) -> None:
         """Raises a :class:`~tdrl.errors.SpecError` naming the first bad or missing key.
@@ -439,7 +464,8 @@ class Composite(TensorSpec):
             >>> spec = Composite(a=Unbounded(shape=(2,)))
             >>> spec.check_shape_dtype(spec.zero())
         """
-        self._walk_check(td, key, "check_shape_dtype")
+        if not self._meta_ok(td):  # the fast path builds no key or message
+            self._walk_check(td, key, "check_shape_dtype")
 
     def project(self, td: TensorDictBase) -> TensorDictBase:
         """A new TensorDict whose spec entries are projected (other entries kept, input intact).
@@ -451,8 +477,9 @@ class Composite(TensorSpec):
             1.0
         """
         out = td.clone(recurse=False)
+        get = _getter(td)
         for k, spec in self._specs.items():
-            value = td.get(k, None)
+            value = get(k, None)
             if value is not None:
                 out.set(k, spec.project(value))
         return out

@@ -35,6 +35,7 @@ class Unbounded(TensorSpec):
         self,
         shape: ShapeLike = (),
         device: DeviceLike = None,
+        *,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__(shape, leaf_device(device), dtype)
@@ -92,6 +93,7 @@ class Bounded(TensorSpec):
         self,
         low: float | torch.Tensor,
         high: float | torch.Tensor,
+        *,
         shape: ShapeLike | None = None,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.float32,
@@ -119,6 +121,11 @@ class Bounded(TensorSpec):
         super().__init__(full, dev, dtype)
         self.low = low_t
         self.high = high_t
+        self._refresh()
+
+    def _refresh(self) -> None:
+        # rand() needs a fallback only where a bound is infinite: decide it once, not per draw.
+        self._finite = bool(torch.isfinite(self.low).all() and torch.isfinite(self.high).all())
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Uniform values in ``[low, high]`` (normals clamped where a bound is infinite).
@@ -136,7 +143,7 @@ class Bounded(TensorSpec):
             return x.to(self.dtype)
         u = torch.rand(full, dtype=self.dtype, device=self.device)
         x = self.low + u * (self.high - self.low)
-        if not bool(torch.isfinite(x).all()):
+        if not self._finite:
             normal = torch.randn(full, dtype=self.dtype, device=self.device)
             x = torch.where(torch.isfinite(x), x, normal.clamp(self.low, self.high))
         return x

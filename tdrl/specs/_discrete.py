@@ -109,6 +109,7 @@ class Categorical(_MaskedSpec):
         self,
         n: int,
         shape: ShapeLike = (),
+        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.int64,
         mask: torch.Tensor | None = None,
@@ -238,6 +239,7 @@ class OneHot(_MaskedSpec):
         self,
         n: int,
         shape: ShapeLike | None = None,
+        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.bool,
         mask: torch.Tensor | None = None,
@@ -352,6 +354,7 @@ class Binary(TensorSpec):
         self,
         n: int | None = None,
         shape: ShapeLike | None = None,
+        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.bool,
     ) -> None:

@@ -45,6 +45,6 @@ def make_composite_from_td(td: TensorDictBase) -> TensorSpec:
         elif isinstance(value, TensorDictBase):
             spec = make_composite_from_td(value)
         else:
-            spec = Unbounded(value.shape, value.device, value.dtype)
+            spec = Unbounded(value.shape, value.device, dtype=value.dtype)
         out.set(key, spec)
     return out

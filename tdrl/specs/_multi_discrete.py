@@ -40,7 +40,7 @@ class _MultiBase(_MaskedSpec):
     nvec: tuple[int, ...]
     _layout: SegmentLayout
 
-    def _after_move(self) -> None:
+    def _refresh(self) -> None:
         self._layout = SegmentLayout(self.nvec, self.device or torch.device("cpu"))
 
     def _padded_allowed(self, lead: torch.Size) -> torch.Tensor:
@@ -92,6 +92,7 @@ class MultiCategorical(_MultiBase):
         self,
         nvec: Sequence[int] | torch.Tensor,
         shape: ShapeLike | None = None,
+        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.int64,
         mask: torch.Tensor | None = None,
@@ -104,7 +105,7 @@ class MultiCategorical(_MultiBase):
                 f" {tuple(full)}; expected (..., {len(self.nvec)})). Fix shape or nvec."
             )
         super().__init__(full, leaf_device(device), dtype)
-        self._after_move()
+        self._refresh()
         self.mask = None
         self.update_mask(mask)
 
@@ -202,6 +203,7 @@ class MultiOneHot(_MultiBase):
         self,
         nvec: Sequence[int] | torch.Tensor,
         shape: ShapeLike | None = None,
+        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.bool,
         mask: torch.Tensor | None = None,
@@ -215,7 +217,7 @@ class MultiOneHot(_MultiBase):
                 f" {tuple(full)}; expected (..., {total})). Fix shape or nvec."
             )
         super().__init__(full, leaf_device(device), dtype)
-        self._after_move()
+        self._refresh()
         self.mask = None
         self.update_mask(mask)
 

@@ -30,7 +30,7 @@ class NonTensor(TensorSpec):
     """
 
     def __init__(
-        self, shape: ShapeLike = (), device: DeviceLike = None, example_data: Any = None
+        self, shape: ShapeLike = (), device: DeviceLike = None, *, example_data: Any = None
     ) -> None:
         super().__init__(shape, as_device(device), None)
         self.example_data = example_data
@@ -62,6 +62,9 @@ class NonTensor(TensorSpec):
             'x'
         """
         return self.rand(shape)
+
+    def _meta_ok(self, x: Any) -> bool:
+        return bool(is_non_tensor(x))
 
     def _meta_error(self, x: Any, key: Any, where: str) -> str | None:
         if not is_non_tensor(x):
@@ -112,7 +115,7 @@ class NonTensor(TensorSpec):
                 f"NonTensor.to: non-tensor data has no dtype (got {dest}; expected a device)."
                 " Only move it to a device."
             )
-        out = NonTensor(self.shape, None, self.example_data)
+        out = NonTensor(self.shape, None, example_data=self.example_data)
         out.device = as_device(dest)
         return out
 

@@ -45,6 +45,7 @@ def _stack_leaves(specs: list[TensorSpec], dim: int) -> TensorSpec | None:
         like = next(t for t in tensors if t is not None)
         tensors = [torch.ones_like(like) if t is None else t for t in tensors]
         setattr(out, name, torch.stack(tensors, dim))
+    out._refresh()
     return out
 
 
@@ -216,6 +217,10 @@ class StackedComposite(TensorSpec):
         parts = self._parts(td)
         return parts is not None and all(s.is_in(p) for s, p in zip(self.specs, parts))
 
+    def _meta_ok(self, td: Any) -> bool:
+        parts = self._parts(td)
+        return parts is not None and all(s._meta_ok(p) for s, p in zip(self.specs, parts))
+
     def _split(self, td: Any, key: Any, where: str) -> list[Any]:
         parts = self._parts(td)
         if parts is None:
@@ -254,7 +259,8 @@ class StackedComposite(TensorSpec):
             >>> a, b = Composite(x=Unbounded(shape=(1,))), Composite(x=Unbounded(shape=(2,)))
             >>> stack_specs([a, b]).check_shape_dtype(stack_specs([a, b]).zero())
         """
-        self._check(td, key, "check_shape_dtype")
+        if not self._meta_ok(td):
+            self._check(td, key, "check_shape_dtype")
 
     def project(self, td: Any) -> LazyStackedTensorDict:
         """A lazy stack of the projected elements.

@@ -131,3 +131,5 @@ def test_stacked_clone_eq_repr_and_from_td():
     td = nested.rand((2,))
     assert td.batch_size == (2,) and td["agents"].batch_size == (2, 2)
     assert nested.is_in(td)
+    assert nested["agents", "action"].shape == (2, 2)
+    assert ("agents", "action") in nested and ("agents", "nope") not in nested
