@@ -1,0 +1,261 @@
+"""Collector: runs a policy in an env and yields preallocated ``[*env.batch_size, T]`` batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from tdrl.collectors._buffer import RolloutBuffer
+from tdrl.collectors._split import split_trajectories
+from tdrl.envs import EnvBase
+from tdrl.modules._exploration_type import ExplorationType, set_exploration_type
+
+__all__ = ["Collector"]
+
+Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+class Collector:
+    """Collects batches of transitions from one (possibly batched) env with a policy.
+
+    Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` with
+    ``T = frames_per_batch / env.batch_size.numel()`` (time last), each step holding the root
+    entries the policy saw and wrote and ``"next"``, plus trajectory ids at
+    ``("collector", "traj_ids")`` that stay unique across batches and envs. The batch memory is
+    allocated once (from a dry run of the env and the policy) and written in place: a yielded
+    batch is only valid until the next one is collected; ``clone()`` it to keep it.
+
+    Args:
+        create_env_fn: an env, or a callable returning one.
+        policy: a TensorDict-to-TensorDict callable writing the actions; random actions from the
+            action spec (masks honoured) when None.
+        frames_per_batch: frames per yielded batch (a multiple of the env batch numel).
+        total_frames: stop after this many frames (-1: never stop).
+        max_frames_per_traj: truncate (``truncated`` and ``done`` set) and reset trajectories
+            longer than this.
+        init_random_frames: use random actions for the first frames.
+        reset_at_each_iter: reset every env at the start of each batch.
+        split_trajs: yield ``[num_trajs, max_len]`` padded trajectories with a
+            ``("collector", "mask")``.
+        exploration_type: the exploration type the policy runs under (default RANDOM).
+        env_device: device of the env data. policy_device: device the policy runs on.
+        storing_device: device of the yielded batches.
+        replay_buffer: if given, every batch is written to it and the iterator yields ``None``.
+        postproc: a callable applied to each batch before it is yielded or stored.
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> collector = Collector(CountingEnv(batch_size=(2,)), frames_per_batch=8, total_frames=16)
+        >>> [b.batch_size for b in collector]
+        [torch.Size([2, 4]), torch.Size([2, 4])]
+        >>> collector.shutdown()
+    """
+
+    def __init__(
+        self,
+        create_env_fn: EnvBase | Callable[[], EnvBase],
+        policy: Policy | None = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int = 0,
+        reset_at_each_iter: bool = False,
+        split_trajs: bool = False,
+        exploration_type: ExplorationType = ExplorationType.RANDOM,
+        env_device: torch.device | str | None = None,
+        policy_device: torch.device | str | None = None,
+        storing_device: torch.device | str | None = None,
+        replay_buffer: Any = None,
+        postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+    ) -> None:
+        self._owns_env = not isinstance(create_env_fn, EnvBase)
+        self.env: EnvBase = create_env_fn() if self._owns_env else create_env_fn  # type: ignore[operator,assignment]
+        self.policy = policy
+        numel = max(self.env.batch_size.numel(), 1)
+        if frames_per_batch <= 0 or frames_per_batch % numel:
+            raise ValueError(
+                f"Collector.__init__: frames_per_batch must be a positive multiple of the env "
+                f"batch numel (got {frames_per_batch}; expected a multiple of {numel})."
+            )
+        self.frames_per_batch = frames_per_batch
+        self.steps_per_batch = frames_per_batch // numel
+        self.total_frames = total_frames
+        self.max_frames_per_traj = max_frames_per_traj
+        self.init_random_frames = init_random_frames
+        self.reset_at_each_iter = reset_at_each_iter
+        self.split_trajs = split_trajs
+        self.exploration_type = exploration_type
+        self.env_device = torch.device(env_device) if env_device is not None else None
+        self.policy_device = torch.device(policy_device) if policy_device is not None else None
+        self.storing_device = torch.device(storing_device) if storing_device is not None else None
+        self.replay_buffer = replay_buffer
+        self.postproc = postproc
+        self.frames = 0
+        self._root: TensorDictBase | None = None
+        self._buffer: RolloutBuffer | None = None
+        self._traj_ids: torch.Tensor | None = None
+        self._next_traj_id = 0
+        self._traj_steps: torch.Tensor | None = None
+        self._shutdown = False
+
+    # ------------------------------------------------------------------ policy
+    def _act(self, td: TensorDictBase) -> TensorDictBase:
+        if self.policy is None or self.frames < self.init_random_frames:
+            return self.env.rand_action(td)
+        if self.policy_device is not None and td.device != self.policy_device:
+            out = self.policy(td.to(self.policy_device))
+            return out.to(self.env_device) if self.env_device is not None else out
+        return self.policy(td)
+
+    def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
+        """Loads ``weights`` into the policy (a no-op without weights: it is shared in-process)."""
+        if weights is None or self.policy is None:
+            return
+        if isinstance(self.policy, nn.Module):
+            if isinstance(weights, TensorDictBase):
+                weights.to_module(self.policy)
+            else:
+                self.policy.load_state_dict(weights)
+
+    # ------------------------------------------------------------------ collection
+    def _start(self) -> TensorDictBase:
+        root = self.env.reset()
+        numel = self.env.batch_size
+        self._traj_ids = torch.arange(numel.numel()).reshape(numel) + self._next_traj_id
+        self._next_traj_id += numel.numel()
+        self._traj_steps = torch.zeros(numel, dtype=torch.long)
+        return root
+
+    def _new_trajectories(self, done: torch.Tensor) -> None:
+        assert self._traj_ids is not None and self._traj_steps is not None
+        n = int(done.sum())
+        if n:
+            fresh = torch.arange(self._next_traj_id, self._next_traj_id + n)
+            self._traj_ids = self._traj_ids.masked_scatter(done, fresh)
+            self._next_traj_id += n
+            self._traj_steps = self._traj_steps.masked_fill(done, 0)
+
+    def _batch_done(self, td: TensorDictBase) -> torch.Tensor:
+        """``[*B]`` flags: the env member's first done group (the root one when it exists)."""
+        done = td.get(("next", *_tuple(self.env.done_groups[0].done)))
+        nb = len(self.env.batch_size)
+        return done.reshape(*done.shape[:nb], -1).any(-1)
+
+    def _truncate(self, td: TensorDictBase) -> None:
+        assert self._traj_steps is not None
+        if self.max_frames_per_traj is None:
+            return
+        cut = self._traj_steps >= self.max_frames_per_traj
+        if not cut.any():
+            return
+        for g in self.env.done_groups:
+            for key in (g.done, g.truncated):
+                if key is None:
+                    continue
+                full = ("next", *_tuple(key))
+                flag = td.get(full, None)
+                if flag is None:
+                    continue
+                m = cut.reshape(*cut.shape, *([1] * (flag.ndim - cut.ndim)))
+                td.set(full, flag | m)
+
+    def _step_once(self, root: TensorDictBase, t: int) -> TensorDictBase:
+        assert self._traj_ids is not None and self._traj_steps is not None
+        td = self._act(root)
+        td = self.env.step(td)
+        self._traj_steps += 1
+        self._truncate(td)
+        td.set(("collector", "traj_ids"), self._traj_ids)
+        if self._buffer is None:
+            self._buffer = RolloutBuffer(td, self.steps_per_batch, self.storing_device)
+        self._buffer.write(td, t)
+        nxt = self.env.step_mdp(td)
+        nxt.exclude("collector", inplace=True)
+        done = self._batch_done(td)
+        self._new_trajectories(done)
+        self.frames += max(self.env.batch_size.numel(), 1)
+        return self.env.maybe_reset(nxt)
+
+    def rollout(self) -> TensorDictBase:
+        """Collects one batch and returns it (the preallocated memory; see the class docs)."""
+        if self._shutdown:
+            raise RuntimeError(
+                "Collector.rollout: the collector is shut down (got a call after "
+                "shutdown()). Build a new collector."
+            )
+        if self._root is None or self.reset_at_each_iter:
+            self._root = self._start()
+        root = self._root
+        with torch.no_grad(), set_exploration_type(self.exploration_type):
+            for t in range(self.steps_per_batch):
+                root = self._step_once(root, t)
+        self._root = root
+        assert self._buffer is not None
+        return self._buffer.data
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames < 0 or self.frames < self.total_frames:
+            batch = self.rollout()
+            if self.split_trajs:
+                batch = split_trajectories(batch)
+            if self.postproc is not None:
+                batch = self.postproc(batch)
+            if self.replay_buffer is not None:
+                self.replay_buffer.extend(batch.reshape(-1))
+                yield None
+            else:
+                yield batch
+
+    # ------------------------------------------------------------------ state
+    def set_seed(self, seed: int) -> int:
+        """Seeds the env (and torch's global generator); returns the env's next seed."""
+        torch.manual_seed(seed)
+        return self.env.set_seed(seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Frame counter, trajectory counter, policy weights and env/transform state."""
+        state: dict[str, Any] = {"frames": self.frames, "next_traj_id": self._next_traj_id}
+        env_state = getattr(self.env, "state_dict", None)
+        if callable(env_state):
+            state["env"] = env_state()
+        if isinstance(self.policy, nn.Module):
+            state["policy"] = self.policy.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what ``state_dict`` returned."""
+        self.frames = int(state["frames"])
+        self._next_traj_id = int(state["next_traj_id"])
+        if "env" in state and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(state["env"])
+        if "policy" in state and isinstance(self.policy, nn.Module):
+            self.policy.load_state_dict(state["policy"])
+
+    def shutdown(self) -> None:
+        """Closes the env if the collector built it; idempotent."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        if self._owns_env:
+            self.env.close()
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass
+
+
+def _tuple(key: Any) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
