@@ -1,3 +1,65 @@
-"""tdrl.modules."""
+"""Policies and networks: plain models, actors, distributions, exploration and recurrent modules.
 
-__all__: list[str] = []
+Everything is built on ``tensordict.nn``: actors are ``TensorDictModule`` /
+``ProbabilisticTensorDictSequential`` instances that read and write keys of a TensorDict.
+:class:`set_exploration_type` is the one global mode: probabilistic actors sample under
+``RANDOM`` (the default) and exploration modules are off under any other type.
+
+Examples:
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from tdrl.modules import MLP, Actor
+    >>> actor = Actor(MLP(out_features=2, num_cells=16))
+    >>> actor(TensorDict(observation=torch.zeros(3, 5), batch_size=[3]))["action"].shape
+    torch.Size([3, 2])
+"""
+
+from tdrl.modules._exploration_type import (
+    ExplorationType,
+    exploration_type,
+    set_exploration_type,
+)
+from tdrl.modules.actors import (
+    Actor,
+    ActorCriticOperator,
+    ProbabilisticActor,
+    QValueActor,
+    QValueModule,
+    ValueOperator,
+)
+from tdrl.modules.distributions import (
+    Delta,
+    IndependentNormal,
+    MaskedCategorical,
+    MaskedOneHotCategorical,
+    OneHotCategorical,
+    ReparamGradientStrategy,
+    TanhDelta,
+    TanhNormal,
+    TruncatedNormal,
+)
+from tdrl.modules.models import MLP, ConvNet, NormalParamExtractor
+
+__all__ = [
+    "MLP",
+    "Actor",
+    "ActorCriticOperator",
+    "ConvNet",
+    "Delta",
+    "ExplorationType",
+    "IndependentNormal",
+    "MaskedCategorical",
+    "MaskedOneHotCategorical",
+    "NormalParamExtractor",
+    "OneHotCategorical",
+    "ProbabilisticActor",
+    "QValueActor",
+    "QValueModule",
+    "ReparamGradientStrategy",
+    "TanhDelta",
+    "TanhNormal",
+    "TruncatedNormal",
+    "ValueOperator",
+    "exploration_type",
+    "set_exploration_type",
+]

@@ -1,0 +1,274 @@
+"""Tests of Actor, ValueOperator, ProbabilisticActor, QValueModule/QValueActor, ActorCriticOperator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from tdrl.modules import (
+    MLP,
+    Actor,
+    ActorCriticOperator,
+    ExplorationType,
+    IndependentNormal,
+    NormalParamExtractor,
+    OneHotCategorical,
+    ProbabilisticActor,
+    QValueActor,
+    QValueModule,
+    TanhNormal,
+    ValueOperator,
+    set_exploration_type,
+)
+from tdrl.specs import Bounded, Categorical, Composite, OneHot, Unbounded
+
+BATCHES = [(), (2, 3)]
+KEYS = [("observation", "action"), (("agents", "observation"), ("agents", "action"))]
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def _td(batch: tuple[int, ...], key: object = "observation", dim: int = 3) -> TensorDict:
+    td = TensorDict(batch_size=batch)
+    td.set(key, torch.randn(*batch, dim) * 10)  # type: ignore[arg-type]
+    return td
+
+
+class TestActor:
+    @pytest.mark.parametrize("batch", BATCHES)
+    @pytest.mark.parametrize(("obs_key", "act_key"), KEYS)
+    def test_output_inside_bounded_spec(self, batch, obs_key, act_key) -> None:
+        spec = Bounded(-0.5, 0.5, shape=(2,))
+        actor = Actor(nn.Linear(3, 2), in_keys=[obs_key], out_keys=[act_key], spec=spec)
+        out = actor(_td(batch, obs_key))
+        assert out[act_key].shape == (*batch, 2)
+        assert spec.is_in(out[act_key])
+        assert bool((out[act_key].abs() == 0.5).any())  # the net's outputs were clamped
+
+    def test_composite_spec_projects_listed_keys_only(self) -> None:
+        class Two(nn.Module):
+            def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return x * 100, x * 100
+
+        spec = Composite(action=Bounded(-1.0, 1.0, shape=(3,)))
+        actor = Actor(Two(), out_keys=["action", "other"], spec=spec)
+        out = actor(_td((4,)))
+        assert spec["action"].is_in(out["action"])
+        assert out["other"].abs().max() > 1
+
+    def test_no_spec_keeps_output(self) -> None:
+        lin = nn.Linear(3, 2)
+        td = _td((5,))
+        torch.testing.assert_close(Actor(lin)(td)["action"], lin(td["observation"]))
+
+    def test_kwargs_call(self) -> None:
+        actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)))
+        action = actor(observation=torch.full((4, 3), 50.0))
+        assert action.shape == (4, 2) and bool((action.abs() <= 1).all())
+
+
+class TestValueOperator:
+    def test_default_out_keys(self) -> None:
+        assert ValueOperator(nn.Linear(3, 1)).out_keys == ["state_value"]
+        q = ValueOperator(MLP(5, 1, num_cells=4), in_keys=["observation", "action"])
+        assert q.out_keys == ["state_action_value"]
+        td = _td((2, 3)).set("action", torch.randn(2, 3, 2))
+        assert q(td)["state_action_value"].shape == (2, 3, 1)
+
+    def test_nested_keys(self) -> None:
+        v = ValueOperator(
+            nn.Linear(3, 1),
+            in_keys=[("agents", "observation")],
+            out_keys=[("agents", "state_value")],
+        )
+        assert v(_td((4,), ("agents", "observation")))["agents", "state_value"].shape == (4, 1)
+
+
+def _prob_actor(spec=None, obs_key="observation", act_key="action", **kw) -> ProbabilisticActor:
+    params = TensorDictModule(
+        nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor()), [obs_key], ["loc", "scale"]
+    )
+    kw.setdefault("distribution_class", TanhNormal)
+    return ProbabilisticActor(params, ["loc", "scale"], spec=spec, out_keys=[act_key], **kw)
+
+
+class TestProbabilisticActor:
+    @pytest.mark.parametrize("batch", BATCHES)
+    @pytest.mark.parametrize(("obs_key", "act_key"), KEYS)
+    def test_log_prob_matches_dist(self, batch, obs_key, act_key) -> None:
+        actor = _prob_actor(Bounded(-2.0, 3.0, shape=(2,)), obs_key, act_key, return_log_prob=True)
+        out = actor(_td(batch, obs_key))
+        lp_key = (
+            (*act_key[:-1], "action_log_prob") if isinstance(act_key, tuple) else "action_log_prob"
+        )
+        assert out[lp_key].shape == batch
+        dist = actor.get_dist(out)
+        torch.testing.assert_close(out[lp_key], dist.log_prob(out[act_key]), atol=1e-4, rtol=1e-4)
+
+    def test_custom_log_prob_key(self) -> None:
+        actor = _prob_actor(return_log_prob=True, log_prob_key="lp")
+        assert "lp" in actor(_td((3,))).keys()
+
+    def test_samples_by_default_inside_spec_bounds(self) -> None:
+        spec = Bounded(-2.0, 3.0, shape=(2,))
+        actor = _prob_actor(spec)
+        td = _td((200,))
+        a1, a2 = actor(td.clone())["action"], actor(td.clone())["action"]
+        assert not torch.equal(a1, a2)
+        assert spec.is_in(a1) and a1.max() > 1.0  # the spec's high (3), not TanhNormal's 1
+        dist = actor.get_dist(td)
+        assert dist.low.item() == -2.0 and dist.high.item() == 3.0
+
+    def test_explicit_bounds_win_over_spec(self) -> None:
+        actor = _prob_actor(Bounded(-2.0, 3.0, shape=(2,)), distribution_kwargs={"low": -1.0})
+        dist = actor.get_dist(_td((2,)))
+        assert dist.low.item() == -1.0 and dist.high.item() == 3.0
+
+    def test_per_dim_bounds(self) -> None:
+        spec = Bounded(torch.tensor([-1.0, 0.0]), torch.tensor([1.0, 5.0]))
+        actor = _prob_actor(spec)
+        assert spec.is_in(actor(_td((100,)))["action"])
+
+    @pytest.mark.parametrize(
+        ("etype", "attr"),
+        [
+            (ExplorationType.DETERMINISTIC, "deterministic_sample"),
+            (ExplorationType.MODE, "mode"),
+            (ExplorationType.MEAN, "mean"),
+        ],
+    )
+    def test_non_random_types(self, etype, attr) -> None:
+        actor = _prob_actor(Bounded(-2.0, 3.0, shape=(2,)))
+        td = _td((2, 3))
+        with set_exploration_type(etype):
+            out = actor(td.clone())
+        torch.testing.assert_close(out["action"], getattr(actor.get_dist(td), attr))
+
+    def test_discrete_distribution(self) -> None:
+        params = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
+        actor = ProbabilisticActor(
+            params,
+            ["logits"],
+            distribution_class=OneHotCategorical,
+            spec=OneHot(4),
+            return_log_prob=True,
+        )
+        out = actor(_td((6,)))
+        assert OneHot(4).is_in(out["action"].bool())
+        torch.testing.assert_close(
+            out["action_log_prob"], actor.get_dist(out).log_prob(out["action"])
+        )
+
+    def test_dict_in_keys(self) -> None:
+        params = TensorDictModule(
+            nn.Sequential(nn.Linear(3, 4), NormalParamExtractor()), ["observation"], ["m", "s"]
+        )
+        actor = ProbabilisticActor(
+            params, {"loc": "m", "scale": "s"}, distribution_class=IndependentNormal
+        )
+        assert actor(_td((2,)))["action"].shape == (2, 2)
+
+
+class TestQValue:
+    @pytest.mark.parametrize("batch", BATCHES)
+    @pytest.mark.parametrize("space", ["one_hot", "categorical"])
+    def test_never_picks_masked_action(self, batch, space) -> None:
+        n = 5
+        values = torch.randn(*batch, 64, n)
+        mask = torch.rand(*batch, 64, n) < 0.5
+        mask[..., 0] = True
+        values = values.masked_fill(~mask, 1e30)  # masked actions look best
+        td = TensorDict(action_value=values, action_mask=mask, batch_size=(*batch, 64))
+        out = QValueModule(space)(td)
+        index = out["action"].long().argmax(-1) if space == "one_hot" else out["action"]
+        assert bool(mask.gather(-1, index.unsqueeze(-1)).all())
+        best = values.masked_fill(~mask, float("-inf")).max(-1, keepdim=True).values
+        torch.testing.assert_close(out["chosen_action_value"], best)
+
+    def test_plus_inf_masked_value(self) -> None:
+        td = TensorDict(
+            action_value=torch.tensor([[float("inf"), 0.0]]),
+            action_mask=torch.tensor([[False, True]]),
+            batch_size=[1],
+        )
+        assert QValueModule("categorical")(td)["action"].item() == 1
+
+    @pytest.mark.parametrize("batch", BATCHES)
+    @pytest.mark.parametrize(
+        "spec",
+        [OneHot(4), OneHot(4, dtype=torch.int64), Categorical(4), Categorical(4, shape=(1,))],
+    )
+    def test_outputs_match_spec(self, batch, spec) -> None:
+        actor = QValueActor(nn.Linear(3, 4), spec=spec)
+        out = actor(_td(batch))
+        assert out["action"].dtype == spec.dtype
+        assert spec.is_in(out["action"])
+        assert out["action"].shape == (*batch, *spec.shape)
+        assert out["chosen_action_value"].shape == (*batch, 1)
+        torch.testing.assert_close(
+            out["chosen_action_value"], out["action_value"].max(-1, keepdim=True).values
+        )
+
+    def test_defaults_without_spec(self) -> None:
+        out = QValueActor(nn.Linear(3, 4), action_space="one_hot")(_td((2,)))
+        assert out["action"].dtype == torch.bool
+        out = QValueActor(nn.Linear(3, 4), action_space="categorical")(_td((2,)))
+        assert out["action"].dtype == torch.int64 and out["action"].shape == (2,)
+
+    def test_nested_keys_and_composite_spec(self) -> None:
+        key = ("agents", "action")
+        spec = Composite(agents=Composite(action=OneHot(4)))
+        actor = QValueActor(
+            nn.Linear(3, 4),
+            [("agents", "observation")],
+            spec=spec,
+            action_key=key,
+            action_value_key=("agents", "action_value"),
+            action_mask_key=("agents", "action_mask"),
+        )
+        td = _td((2, 3), ("agents", "observation"))
+        td["agents", "action_mask"] = torch.zeros(2, 3, 4, dtype=torch.bool)
+        td["agents", "action_mask"][..., 2] = True
+        out = actor(td)
+        assert bool(out["agents", "action"][..., 2].all())
+
+    def test_cannot_infer_space(self) -> None:
+        with pytest.raises(ValueError, match="cannot tell the action space"):
+            QValueModule(spec=Unbounded(shape=(3,)))
+        with pytest.raises(ValueError, match="cannot tell the action space"):
+            QValueModule("binary")
+
+
+class TestActorCriticOperator:
+    def _make(self) -> ActorCriticOperator:
+        trunk = TensorDictModule(nn.Linear(3, 8), ["observation"], ["hidden"])
+        params = TensorDictModule(
+            nn.Sequential(nn.Linear(8, 4), NormalParamExtractor()), ["hidden"], ["loc", "scale"]
+        )
+        policy = ProbabilisticActor(params, ["loc", "scale"], distribution_class=TanhNormal)
+        value = ValueOperator(nn.Linear(8, 1), in_keys=["hidden"])
+        return ActorCriticOperator(trunk, policy, value)
+
+    @pytest.mark.parametrize("batch", BATCHES)
+    def test_forward_and_operators(self, batch) -> None:
+        op = self._make()
+        out = op(_td(batch))
+        assert out["action"].shape == (*batch, 2) and out["state_value"].shape == (*batch, 1)
+        policy, value = op.get_policy_operator(), op.get_value_operator()
+        assert "state_value" not in policy(_td(batch)).keys()
+        assert "action" not in value(_td(batch)).keys()
+        td = _td(batch)
+        torch.testing.assert_close(value(td.clone())["state_value"], op(td.clone())["state_value"])
+        assert policy.get_dist(td).batch_shape == batch
+
+    def test_parameters_shared(self) -> None:
+        op = self._make()
+        trunk_params = set(map(id, op.common_operator.parameters()))
+        assert trunk_params <= set(map(id, op.get_policy_operator().parameters()))
+        assert trunk_params <= set(map(id, op.get_value_operator().parameters()))
