@@ -1,6 +1,10 @@
 """Losses, value estimators and target-network updaters."""
 
+from tdrl.objectives._a2c import A2CLoss
 from tdrl.objectives._base import LossModule, normalize_key
+from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
+from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._targets import HardUpdate, SoftUpdate
 from tdrl.objectives.value import (
     GAE,
@@ -12,12 +16,19 @@ from tdrl.objectives.value import (
 
 __all__ = [
     "GAE",
+    "A2CLoss",
+    "ClipPPOLoss",
     "HardUpdate",
+    "KLPENPPOLoss",
     "LossModule",
+    "PPOLoss",
+    "PolicyGradientLoss",
+    "ReinforceLoss",
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",
     "ValueEstimators",
+    "distance_loss",
     "normalize_key",
 ]
