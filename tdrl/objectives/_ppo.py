@@ -170,6 +170,8 @@ class KLPENPPOLoss(PPOLoss):
         True
     """
 
+    beta: Tensor
+
     def __init__(
         self,
         actor_network: Any,

@@ -184,7 +184,7 @@ def test_missing_advantage_runs_the_estimator_like_gae_does():
 
 def test_ppo_requires_the_collection_log_prob():
     batch = make_batch().exclude("action_log_prob")
-    with pytest.raises(KeyError, match="action_log_prob.*return_log_prob=True"):
+    with pytest.raises(KeyError, match=r"action_log_prob.*return_log_prob=True"):
         ClipPPOLoss(make_actor())(batch)
 
 
