@@ -144,10 +144,10 @@ def td_lambda_return_estimate_loop(
     steps = r.shape[0]
     out = torch.empty_like(r * g * lam)
     following = torch.zeros_like(out[0])  # G^lambda_{t+1}
+    ends = d.bool() | term.bool()
     for t in reversed(range(steps)):
-        ends = d[t].bool() | term[t].bool() | (t == steps - 1)
         mixed = (1 - lam[t]) * v_next[t] + lam[t] * following
-        continuation = torch.where(ends, v_next[t], mixed)
+        continuation = torch.where(ends[t] | (t == steps - 1), v_next[t], mixed)
         following = r[t] + torch.where(term[t].bool(), 0.0, g[t] * continuation)
         out[t] = following
     return out.movedim(0, time_dim)
@@ -181,10 +181,12 @@ def generalized_advantage_estimate_loop(
     steps = r.shape[0]
     advantage = torch.empty_like(r * g * lam * v)
     following = torch.zeros_like(advantage[0])  # A_{t+1}
+    # The TD errors do not depend on each other; only the sum over time needs the loop.
+    delta = r + torch.where(term.bool(), 0.0, g * v_next) - v
+    # gamma * lambda, cut where the trajectory ends after step t
+    decay = torch.where(d.bool() | term.bool(), 0.0, g * lam)
     for t in reversed(range(steps)):
-        delta = r[t] + torch.where(term[t].bool(), 0.0, g[t] * v_next[t]) - v[t]
-        ends = d[t].bool() | term[t].bool()
-        following = delta + torch.where(ends, 0.0, g[t] * lam[t] * following)
+        following = delta[t] + decay[t] * following
         advantage[t] = following
     advantage = advantage.movedim(0, time_dim)
     return advantage, advantage + state_value

@@ -82,7 +82,7 @@ def td0_return_estimate(
         terminated = done
     _check_gamma("td0_return_estimate", gamma, "gamma")
     _shape("td0_return_estimate", next_state_value, reward, terminated)
-    return reward + gamma * _zero_where(terminated, next_state_value)
+    return _add_scaled(reward, gamma, _zero_where(terminated, next_state_value))
 
 
 def td1_return_estimate(
@@ -169,7 +169,7 @@ def td_lambda_return_estimate(
         next_state_value = next_state_value * torch.where(done, torch.ones_like(lmbda), 1 - lmbda)
     else:
         next_state_value = next_state_value * torch.where(done, 1.0, 1.0 - lmbda)
-    step = reward + gamma * _zero_where(terminated, next_state_value)
+    step = _add_scaled(reward, gamma, _zero_where(terminated, next_state_value))
     return reverse_discounted_cumsum(
         step.expand(shape), _mul(gamma, lmbda), reset=done, time_dim=dim
     )
@@ -220,12 +220,19 @@ def generalized_advantage_estimate(
     shape = _shape(name, state_value, next_state_value, reward, done, terminated)
     dim = _check_dim(name, time_dim, len(shape))
     terminated = done if terminated is None else terminated
-    delta = reward + gamma * _zero_where(_as_bool(terminated), next_state_value) - state_value
+    delta = _add_scaled(reward, gamma, _zero_where(terminated, next_state_value)) - state_value
     reset = _as_bool(done) | _as_bool(terminated)
     advantage = reverse_discounted_cumsum(
         delta.expand(shape), _mul(gamma, lmbda), reset=reset, time_dim=dim
     )
     return advantage, advantage + state_value
+
+
+def _add_scaled(x: Tensor, scale: float | Tensor, y: Tensor) -> Tensor:
+    """``x + scale * y`` in one kernel when ``scale`` is a number."""
+    if isinstance(scale, Tensor):
+        return x + scale * y
+    return torch.add(x, y, alpha=scale)
 
 
 def _mul(a: float | Tensor, b: float | Tensor) -> float | Tensor:
@@ -274,6 +281,9 @@ def _check_gamma(fn: str, value: float | Tensor, name: str) -> None:
 
 
 def _shape(fn: str, *tensors: Tensor | None) -> torch.Size:
+    first = tensors[0].shape  # type: ignore[union-attr]
+    if all(t is None or t.shape == first for t in tensors):
+        return first  # the common case; torch.broadcast_shapes costs ~10 us
     shapes = [t.shape for t in tensors if t is not None]
     try:
         return torch.broadcast_shapes(*shapes)
