@@ -38,20 +38,28 @@ from tdrl.modules.distributions import (
     TanhNormal,
     TruncatedNormal,
 )
+from tdrl.modules.exploration import (
+    AdditiveGaussianModule,
+    EGreedyModule,
+    OrnsteinUhlenbeckProcessModule,
+)
 from tdrl.modules.models import MLP, ConvNet, NormalParamExtractor
 
 __all__ = [
     "MLP",
     "Actor",
     "ActorCriticOperator",
+    "AdditiveGaussianModule",
     "ConvNet",
     "Delta",
+    "EGreedyModule",
     "ExplorationType",
     "IndependentNormal",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
     "NormalParamExtractor",
     "OneHotCategorical",
+    "OrnsteinUhlenbeckProcessModule",
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",

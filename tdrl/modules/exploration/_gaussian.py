@@ -1,0 +1,83 @@
+"""AdditiveGaussianModule: add annealed Gaussian noise to the action, then project it."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+
+from tdrl.modules._exploration_type import ExplorationType, exploration_type
+from tdrl.modules.exploration._utils import action_spec, anneal, check_positive
+from tdrl.specs import TensorSpec
+
+__all__ = ["AdditiveGaussianModule"]
+
+
+class AdditiveGaussianModule(TensorDictModuleBase):
+    """Adds ``sigma * N(mean, std)`` noise to the action and projects it into the spec.
+
+    Only under ``ExplorationType.RANDOM``; other types return the input unchanged. ``sigma``
+    goes linearly from ``sigma_init`` to ``sigma_end`` over ``annealing_num_steps`` frames of
+    :meth:`step`.
+
+    Args:
+        spec: the action spec (a leaf, or a Composite holding ``action_key``); the noisy action
+            is mapped back into it with ``spec.project`` (a clamp for ``Bounded``).
+        sigma_init: initial noise scale.
+        sigma_end: final noise scale.
+        annealing_num_steps: frames to go from ``sigma_init`` to ``sigma_end``.
+        mean: mean of the base noise.
+        std: standard deviation of the base noise.
+        action_key: the action entry to modify.
+
+    Raises:
+        ValueError: ``annealing_num_steps <= 0``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.specs import Bounded
+        >>> module = AdditiveGaussianModule(Bounded(-1.0, 1.0, shape=(2,)), sigma_init=10.0)
+        >>> td = module(TensorDict(action=torch.zeros(5, 2), batch_size=[5]))
+        >>> bool(td["action"].abs().max() <= 1.0), bool((td["action"] != 0).any())
+        (True, True)
+    """
+
+    sigma: torch.Tensor
+
+    def __init__(
+        self,
+        spec: TensorSpec,
+        sigma_init: float = 1.0,
+        *,
+        sigma_end: float = 0.1,
+        annealing_num_steps: int = 1000,
+        mean: float = 0.0,
+        std: float = 1.0,
+        action_key: NestedKey = "action",
+    ) -> None:
+        super().__init__()
+        where = "AdditiveGaussianModule.__init__"
+        check_positive(annealing_num_steps, "annealing_num_steps", where)
+        self.spec = spec
+        self._leaf = action_spec(spec, action_key, where)
+        self.sigma_init, self.sigma_end = float(sigma_init), float(sigma_end)
+        self.annealing_num_steps = annealing_num_steps
+        self.mean, self.std = float(mean), float(std)
+        self.action_key = action_key
+        self.register_buffer("sigma", torch.tensor(float(sigma_init)))
+        self.in_keys = [action_key]
+        self.out_keys = [action_key]
+
+    def step(self, frames: int = 1) -> None:
+        """Anneals ``sigma`` by ``frames`` frames."""
+        anneal(self.sigma, self.sigma_init, self.sigma_end, self.annealing_num_steps, frames)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Adds the noise and projects (RANDOM only)."""
+        if exploration_type() is not ExplorationType.RANDOM:
+            return tensordict
+        action = tensordict.get(self.action_key)
+        noise = torch.randn_like(action).mul_(self.std).add_(self.mean)
+        tensordict.set(self.action_key, self._leaf.project(action + self.sigma * noise))
+        return tensordict

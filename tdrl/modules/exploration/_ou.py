@@ -1,0 +1,121 @@
+"""OrnsteinUhlenbeckProcessModule: temporally correlated action noise kept in the data."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+
+from tdrl.modules._exploration_type import ExplorationType, exploration_type
+from tdrl.modules.exploration._utils import (
+    action_spec,
+    check_positive,
+    parent_batch,
+    sibling,
+    unsqueeze_to,
+)
+from tdrl.specs import TensorSpec
+
+__all__ = ["OrnsteinUhlenbeckProcessModule"]
+
+
+class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
+    """Adds Ornstein-Uhlenbeck noise to the action and projects it into the spec.
+
+    The noise follows ``n' = n + theta * (mu - n) * dt + sigma_t * sqrt(dt) * N(0, 1)``. Its
+    state lives in the data, next to the action: ``"_ou_prev_noise"`` (the noise added at this
+    step, same shape as the action) and ``"_ou_steps"`` (steps since the episode start, shape
+    ``(*batch, 1)``), so it travels with the tensordict through ``step_mdp`` and batched
+    envs. Missing state starts from ``x0``; where ``is_init_key`` (from ``InitTracker``, shape
+    ``(*batch, 1)``) is true the state is reset to ``x0`` and the step count to 0 before the
+    update. With ``sigma_min`` the scale goes linearly from ``sigma`` to ``sigma_min`` over
+    the first ``n_steps_annealing`` steps of each episode. Only under
+    ``ExplorationType.RANDOM``; other types return the input unchanged (state untouched).
+
+    Args:
+        spec: the action spec (a leaf, or a Composite holding ``action_key``).
+        theta: mean-reversion rate.
+        sigma: noise scale.
+        dt: time step.
+        mu: long-run mean of the noise.
+        x0: initial noise value.
+        sigma_min: final scale of the per-episode annealing (``None`` = constant ``sigma``).
+        n_steps_annealing: episode steps to go from ``sigma`` to ``sigma_min``.
+        action_key: the action entry to modify; the state keys sit next to it.
+        is_init_key: the episode-start flag written by ``InitTracker``.
+
+    Raises:
+        ValueError: ``n_steps_annealing <= 0``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.specs import Bounded
+        >>> ou = OrnsteinUhlenbeckProcessModule(Bounded(-1.0, 1.0, shape=(2,)), sigma=1.0)
+        >>> td = ou(TensorDict(action=torch.zeros(3, 2), batch_size=[3]))
+        >>> td["_ou_prev_noise"].shape, td["_ou_steps"].squeeze(-1).tolist()
+        (torch.Size([3, 2]), [1, 1, 1])
+    """
+
+    def __init__(
+        self,
+        spec: TensorSpec,
+        theta: float = 0.15,
+        *,
+        sigma: float = 0.2,
+        dt: float = 1e-2,
+        mu: float = 0.0,
+        x0: float = 0.0,
+        sigma_min: float | None = None,
+        n_steps_annealing: int = 1000,
+        action_key: NestedKey = "action",
+        is_init_key: NestedKey = "is_init",
+    ) -> None:
+        super().__init__()
+        where = "OrnsteinUhlenbeckProcessModule.__init__"
+        check_positive(n_steps_annealing, "n_steps_annealing", where)
+        self.spec = spec
+        self._leaf = action_spec(spec, action_key, where)
+        self.theta, self.sigma, self.dt = float(theta), float(sigma), float(dt)
+        self.mu, self.x0 = float(mu), float(x0)
+        self.sigma_min = sigma_min
+        self.n_steps_annealing = n_steps_annealing
+        self.action_key = action_key
+        self.is_init_key = is_init_key
+        self.noise_key = sibling(action_key, "_ou_prev_noise")
+        self.steps_key = sibling(action_key, "_ou_steps")
+        self.in_keys = [action_key, self.noise_key, self.steps_key, is_init_key]
+        self.out_keys = [action_key, self.noise_key, self.steps_key]
+
+    def _scale(self, steps: torch.Tensor, ndim: int) -> torch.Tensor | float:
+        if self.sigma_min is None:
+            return self.sigma
+        frac = (steps.to(torch.float32) / self.n_steps_annealing).clamp(max=1.0)
+        sigma = self.sigma + (self.sigma_min - self.sigma) * frac
+        return unsqueeze_to(sigma.squeeze(-1), ndim)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Advances the noise of every env, adds it to the action and projects (RANDOM only)."""
+        if exploration_type() is not ExplorationType.RANDOM:
+            return tensordict
+        action = tensordict.get(self.action_key)
+        batch = parent_batch(tensordict, self.action_key)
+        prev = tensordict.get(self.noise_key, None)
+        steps = tensordict.get(self.steps_key, None)
+        if prev is None or steps is None:
+            prev = torch.full_like(action, self.x0)
+            steps = torch.zeros((*batch, 1), dtype=torch.int64, device=action.device)
+        is_init = tensordict.get(self.is_init_key, None)
+        if is_init is not None:
+            reset = is_init.squeeze(-1)
+            prev = torch.where(unsqueeze_to(reset, action.ndim), self.x0, prev)
+            steps = torch.where(unsqueeze_to(reset, steps.ndim), 0, steps)
+        sigma = self._scale(steps, action.ndim)
+        drift = (self.mu - prev) * (self.theta * self.dt)
+        noise = prev + drift + sigma * math.sqrt(self.dt) * torch.randn_like(prev)
+        tensordict.set(self.noise_key, noise)
+        tensordict.set(self.steps_key, steps + 1)
+        tensordict.set(self.action_key, self._leaf.project(action + noise))
+        return tensordict
