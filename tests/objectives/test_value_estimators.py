@@ -350,3 +350,10 @@ def test_error_bad_gamma(bad):
 def test_error_value_network_not_a_tensordict_module():
     with pytest.raises(TypeError, match=r"value_network has no in_keys \(got Linear"):
         GAE(gamma=0.9, lmbda=0.8, value_network=torch.nn.Linear(4, 1))  # type: ignore[arg-type]
+
+
+def test_error_done_does_not_fit_reward():
+    td = make_td((2,), 5, seed=17)
+    td["next", "done"] = torch.zeros(2, 5, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"\('next', 'done'\) does not fit the reward"):
+        GAE(gamma=0.9, lmbda=0.8)(td)

@@ -331,6 +331,23 @@ def test_gradcheck_scan():
     )
 
 
+def test_inference_mode_first_then_autograd():
+    """Cached helper tensors made under inference mode must not break a later backward."""
+    data = make_data((3,), 37, seed=12)
+    with torch.inference_mode():
+        F.generalized_advantage_estimate(0.91, 0.77, **data)
+        F.td_lambda_return_estimate(
+            0.91, 0.77, data["next_state_value"], data["reward"], data["done"]
+        )
+    data["reward"].requires_grad_(True)
+    adv, _ = F.generalized_advantage_estimate(0.91, 0.77, **data)
+    target = F.td_lambda_return_estimate(
+        0.91, 0.77, data["next_state_value"], data["reward"], data["done"]
+    )
+    (adv.sum() + target.sum()).backward()
+    assert data["reward"].grad is not None
+
+
 def test_empty_time_dim():
     x = torch.zeros(2, 0, 1)
     assert F.reverse_discounted_cumsum(x, 0.9).shape == (2, 0, 1)

@@ -182,8 +182,11 @@ class ValueEstimatorBase(nn.Module):
             reward = self._get(tensordict, ("next", *_as_tuple(keys.reward)))
             done = self._get(tensordict, ("next", *_as_tuple(keys.done)))
             terminated = tensordict.get(("next", *_as_tuple(keys.terminated)), None)
-            done = _expand_flag(done, reward)
-            terminated = done if terminated is None else _expand_flag(terminated, reward)
+            done = self._expand_flag(done, reward, keys.done)
+            if terminated is None:
+                terminated = done
+            else:
+                terminated = self._expand_flag(terminated, reward, keys.terminated)
             value, next_value = self._values(tensordict)
             advantage, target = self._estimate(
                 value, next_value, reward, done, terminated, time_dim=tensordict.ndim - 1
@@ -204,6 +207,22 @@ class ValueEstimatorBase(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Returns ``(advantage, value_target)``; each estimator implements it."""
         raise NotImplementedError
+
+    def _expand_flag(self, flag: Tensor, reward: Tensor, key: NestedKey) -> Tensor:
+        """Unsqueezes a done flag at -2 until it has the reward's dims, then expands it."""
+        if flag.shape == reward.shape:
+            return flag
+        while flag.ndim < reward.ndim:
+            flag = flag.unsqueeze(-2)
+        try:
+            return flag.expand(reward.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{type(self).__name__}.forward: {unravel_key(('next', key))!r} does not fit the "
+                f"reward (got shape {tuple(flag.shape)} for reward {tuple(reward.shape)}; "
+                "expected the reward's shape or fewer trailing dims). Store one flag per reward "
+                "entry or one per step, e.g. [*B, T, 1]."
+            ) from None
 
     def _get(self, td: TensorDictBase, key: NestedKey) -> Tensor:
         value = td.get(key, None)
@@ -241,15 +260,6 @@ class ValueEstimatorBase(nn.Module):
         td.set(value_key, value)
         td.set(next_key, next_value)
         return value, next_value
-
-
-def _expand_flag(flag: Tensor, reward: Tensor) -> Tensor:
-    """Unsqueezes a done flag at -2 until it has the reward's dims, then expands it."""
-    if flag.shape == reward.shape:
-        return flag
-    while flag.ndim < reward.ndim:
-        flag = flag.unsqueeze(-2)
-    return flag.expand(reward.shape)
 
 
 def _standardise(x: Tensor, eps: float = 1e-6) -> Tensor:

@@ -45,7 +45,8 @@ def reverse_discounted_cumsum(
 
     The recursion starts from ``y_T = 0`` after the last step. It is evaluated without a Python
     loop over time, in float64, and is stable for long sequences, discounts close to one and
-    many resets (see the module notes). The result has the dtype of ``x``.
+    many resets (see the module notes); the stability guarantee assumes ``discount <= 1``. The
+    result has the dtype of ``x``.
 
     Args:
         x: the per-step terms, shape ``[*B, T, *F]`` with ``T`` at ``time_dim``.
@@ -126,11 +127,13 @@ def _constant_weights(
     steps: int, log_step: float, trailing: int, device: torch.device
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Reversed-order weights ``exp(+-L)`` and positions, cached: they only depend on the key."""
-    # cum_log at original step t = T - 1 - j in reversed coordinates j.
-    rev = torch.arange(steps - 1, -1, -1, dtype=torch.float64, device=device) * log_step
-    shape = (-1,) + (1,) * trailing
-    pos = torch.arange(steps, device=device).view(shape)
-    return torch.exp(rev).view(shape), torch.exp(-rev).view(shape), pos
+    # Normal tensors even when first called in inference mode: autograd may save them later.
+    with torch.inference_mode(False):
+        # cum_log at original step t = T - 1 - j in reversed coordinates j.
+        rev = torch.arange(steps - 1, -1, -1, dtype=torch.float64, device=device) * log_step
+        shape = (-1,) + (1,) * trailing
+        pos = torch.arange(steps, device=device).view(shape)
+        return torch.exp(rev).view(shape), torch.exp(-rev).view(shape), pos
 
 
 def _scan_constant(x: Tensor, log_step: float, reset: Tensor, dim: int) -> Tensor:

@@ -265,9 +265,10 @@ def _flags(
 
 @functools.lru_cache(maxsize=32)
 def _last_step(steps: int, trailing: int, device: torch.device) -> Tensor:
-    last = torch.zeros(steps, dtype=torch.bool, device=device)
-    last[-1] = True
-    return last.view((-1,) + (1,) * trailing)
+    with torch.inference_mode(False):  # cached: must stay usable outside inference mode
+        last = torch.zeros(steps, dtype=torch.bool, device=device)
+        last[-1] = True
+        return last.view((-1,) + (1,) * trailing)
 
 
 def _check_gamma(fn: str, value: float | Tensor, name: str) -> None:
