@@ -1,0 +1,178 @@
+"""CartPoleEnv: the classic cart-pole balancing task, batched and torch-native."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from tdrl.envs.builtin._common import (
+    discrete_action_spec,
+    make_generator,
+    read_mask,
+    seed_generator,
+)
+from tdrl.envs.core import EnvBase
+from tdrl.specs import Unbounded
+
+__all__ = ["CartPoleEnv"]
+
+# Physical constants of the classic task (Barto, Sutton & Anderson, 1983), as in CartPole-v1.
+_GRAVITY = 9.8
+_MASS_CART = 1.0
+_MASS_POLE = 0.1
+_TOTAL_MASS = _MASS_CART + _MASS_POLE
+_HALF_LENGTH = 0.5
+_POLE_MOMENT = _MASS_POLE * _HALF_LENGTH
+_FORCE = 10.0
+_TAU = 0.02
+_X_LIMIT = 2.4
+_THETA_LIMIT = 12 * 2 * math.pi / 360
+
+
+class CartPoleEnv(EnvBase):
+    """Balance a pole on a cart by pushing the cart left or right (``CartPole-v1`` dynamics).
+
+    Every member of the batch is simulated with the same tensor ops (Euler integration, the
+    constants and thresholds of gymnasium's ``CartPole-v1``). An episode terminates when the
+    cart leaves ``[-2.4, 2.4]`` or the pole leans more than 12 degrees, and is truncated after
+    ``max_episode_steps`` steps; the reward is 1 at every step, the terminal one included.
+    Resets draw the state uniformly in ``[-0.05, 0.05]``.
+
+    Entries:
+
+    - ``"observation"``: ``[*B, 4]`` float32 ``(x, x_dot, theta, theta_dot)``.
+    - ``"action"``: one-hot ``OneHot(2)`` of shape ``[*B, 2]`` (bool) by default, index 1 pushes
+      right; with ``categorical_action_encoding=True`` an index ``Categorical(2)`` of shape
+      ``[*B]`` (int64). The same convention as ``GymEnv``.
+    - ``"reward"``: ``[*B, 1]`` float32. ``"done"``/``"terminated"``/``"truncated"``: ``[*B, 1]``.
+
+    The physical state and the step counter live in the env (like a simulator), not in the
+    data, so observation transforms cannot corrupt them; resets only touch the members whose
+    ``_reset`` is true. :meth:`set_state` places the members in a chosen state.
+
+    Args:
+        batch_size: number of independent cart-poles, as leading dims.
+        device: where the state and data live.
+        categorical_action_encoding: use index actions instead of one-hot ones.
+        max_episode_steps: truncation horizon (500 as in ``CartPole-v1``).
+
+    Examples:
+        >>> env = CartPoleEnv(batch_size=(8,))
+        >>> _ = env.set_seed(0)
+        >>> td = env.rollout(600, break_when_any_done=False)
+        >>> td.batch_size, td["next", "reward"].unique().tolist()
+        (torch.Size([8, 600]), [1.0])
+        >>> env.action_spec.shape
+        torch.Size([8, 2])
+    """
+
+    def __init__(
+        self,
+        batch_size: Sequence[int] | torch.Size = (),
+        device: torch.device | str | None = None,
+        *,
+        categorical_action_encoding: bool = False,
+        max_episode_steps: int = 500,
+    ) -> None:
+        super().__init__(batch_size=batch_size, device=device)
+        if max_episode_steps < 1:
+            raise ValueError(
+                f"CartPoleEnv.__init__: max_episode_steps must be positive (got "
+                f"{max_episode_steps}; expected >= 1). Pass a positive horizon."
+            )
+        self.categorical_action_encoding = categorical_action_encoding
+        self.max_episode_steps = int(max_episode_steps)
+        b, dev = self.batch_size, self.device
+        self.observation_spec = Unbounded(shape=(*b, 4), device=dev)
+        self.action_spec = discrete_action_spec(2, b, dev, categorical_action_encoding)
+        self.reward_spec = Unbounded(shape=(*b, 1), device=dev)
+        self.full_done_spec = self.default_done_spec()
+        self._rng = make_generator(dev)
+        self._state = torch.zeros((*b, 4), device=dev)
+        self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
+        self._force = torch.tensor([-_FORCE, _FORCE], device=dev)
+        self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
+
+    @property
+    def state(self) -> torch.Tensor:
+        """A copy of the physical state, ``[*B, 4]`` ``(x, x_dot, theta, theta_dot)``."""
+        return self._state.clone()
+
+    def set_state(self, state: torch.Tensor, step_count: torch.Tensor | int = 0) -> TensorDictBase:
+        """Places every member in ``state`` and returns the matching root TensorDict.
+
+        Args:
+            state: ``[*B, 4]`` ``(x, x_dot, theta, theta_dot)`` (broadcast to the batch).
+            step_count: steps already taken in the episode (for truncation).
+
+        Examples:
+            >>> env = CartPoleEnv()
+            >>> td = env.set_state(torch.tensor([0.0, 0.0, 0.1, 0.0]))
+            >>> td["observation"].tolist()
+            [0.0, 0.0, 0.10000000149011612, 0.0]
+        """
+        b = self.batch_size
+        self._state = torch.as_tensor(state, device=self._state.device).to(torch.float32)
+        self._state = self._state.expand(*b, 4).clone()
+        steps = torch.as_tensor(step_count, dtype=torch.int64, device=self._steps.device)
+        self._steps = steps.expand(*b, 1).clone()
+        return self._output(None)
+
+    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
+        # A copy: whatever a consumer does to the observation in place cannot reach the state.
+        data = {"observation": self._state.clone()}
+        if extra is None:
+            data.update(
+                done=self._false.clone(),
+                terminated=self._false.clone(),
+                truncated=self._false.clone(),
+            )
+        else:
+            data.update(extra)
+        return TensorDict._new_unsafe(data, batch_size=self.batch_size, device=self.device)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        b = self.batch_size
+        fresh = torch.rand((*b, 4), generator=self._rng, device=self._state.device)
+        fresh = fresh.mul_(0.1).sub_(0.05)
+        mask = read_mask(tensordict, "_reset", (*b, 1))
+        if mask is None:
+            self._state = fresh
+            self._steps = torch.zeros_like(self._steps)
+        else:
+            self._state = torch.where(mask, fresh, self._state)
+            self._steps = self._steps.masked_fill(mask, 0)
+        return self._output(None)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get("action")
+        if self.categorical_action_encoding:
+            push = self._force[action.long()].unsqueeze(-1)
+        else:
+            push = self._force[action[..., 1].long()].unsqueeze(-1)
+        x, x_dot, theta, theta_dot = self._state.split(1, dim=-1)
+        cos, sin = theta.cos(), theta.sin()
+        temp = (push + _POLE_MOMENT * theta_dot.square() * sin) / _TOTAL_MASS
+        denom = _HALF_LENGTH * (4.0 / 3.0 - _MASS_POLE * cos.square() / _TOTAL_MASS)
+        theta_acc = (_GRAVITY * sin - cos * temp) / denom
+        x_acc = temp - _POLE_MOMENT * theta_acc * cos / _TOTAL_MASS
+        deriv = torch.cat((x_dot, x_acc, theta_dot, theta_acc), dim=-1)
+        self._state = torch.add(self._state, deriv, alpha=_TAU)
+        x, theta = self._state[..., 0:1], self._state[..., 2:3]
+        terminated = (x.abs() > _X_LIMIT) | (theta.abs() > _THETA_LIMIT)
+        self._steps = self._steps + 1
+        truncated = self._steps >= self.max_episode_steps
+        return self._output(
+            {
+                "reward": torch.ones_like(x),
+                "done": terminated | truncated,
+                "terminated": terminated,
+                "truncated": truncated,
+            }
+        )
+
+    def _set_seed(self, seed: int) -> None:
+        seed_generator(self._rng, seed)
