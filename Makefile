@@ -33,7 +33,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.test-installed
-	$(BIN)/python -m pytest benchmarks --benchmark-enable -p no:doctest
+	$(BIN)/python -m pytest benchmarks --benchmark-enable
 
 clean:
 	rm -rf $(VENV) runs
