@@ -16,7 +16,15 @@ from tensordict.nn import (
 from tensordict.utils import NestedKey
 
 from tdrl.modules.actors._spec_utils import as_key_list, spec_for_key
-from tdrl.specs import Bounded, TensorSpec
+from tdrl.specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    TensorSpec,
+)
 
 __all__ = ["ProbabilisticActor"]
 
@@ -129,6 +137,27 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         )
         super().__init__(module, sampler)
         self.spec = spec
+        self._cast = _discrete_dtype(spec, outs[0]) if len(outs) == 1 else None
+        self._action_key = outs[0]
+
+    def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
+        """Runs the module and samples; discrete samples are cast to the spec's dtype."""
+        out = super().forward(tensordict, *args, **kwargs)
+        if self._cast is not None:
+            action = out.get(self._action_key)
+            if action.dtype != self._cast:
+                out.set(self._action_key, action.to(self._cast))
+        return out
+
+
+def _discrete_dtype(spec: TensorSpec | None, key: NestedKey) -> torch.dtype | None:
+    """The dtype of a one-hot/categorical action spec (samples come out as floats)."""
+    if spec is None:
+        return None
+    leaf = spec.get(key, None) if isinstance(spec, Composite) else spec
+    if isinstance(leaf, OneHot | Categorical | MultiOneHot | MultiCategorical):
+        return leaf.dtype
+    return None
 
 
 def _suffixed(key: NestedKey) -> NestedKey:
