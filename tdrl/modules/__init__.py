@@ -44,6 +44,7 @@ from tdrl.modules.exploration import (
     OrnsteinUhlenbeckProcessModule,
 )
 from tdrl.modules.models import MLP, ConvNet, NormalParamExtractor
+from tdrl.modules.rnn import GRUModule, LSTMModule, RecurrentModuleBase, set_recurrent_mode
 
 __all__ = [
     "MLP",
@@ -54,7 +55,9 @@ __all__ = [
     "Delta",
     "EGreedyModule",
     "ExplorationType",
+    "GRUModule",
     "IndependentNormal",
+    "LSTMModule",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
     "NormalParamExtractor",
@@ -63,6 +66,7 @@ __all__ = [
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
+    "RecurrentModuleBase",
     "ReparamGradientStrategy",
     "TanhDelta",
     "TanhNormal",
@@ -70,4 +74,5 @@ __all__ = [
     "ValueOperator",
     "exploration_type",
     "set_exploration_type",
+    "set_recurrent_mode",
 ]

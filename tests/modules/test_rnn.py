@@ -1,0 +1,213 @@
+"""Tests of LSTMModule / GRUModule: step mode, sequence mode (== step loop), errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+from tdrl.envs import transforms
+from tdrl.modules import GRUModule, LSTMModule, RecurrentModuleBase, set_recurrent_mode
+from tdrl.testing import CountingEnv
+
+LEADS = [(), (2, 3)]
+T, F_IN, H = 7, 3, 5
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def _make(kind: str, num_layers: int = 1, nested: bool = False) -> RecurrentModuleBase:
+    if nested:
+        keys = {"in_key": ("agents", "x"), "out_key": ("agents", "y")}
+        if kind == "lstm":
+            return LSTMModule(
+                F_IN,
+                H,
+                num_layers=num_layers,
+                state_keys=(("agents", "h"), ("agents", "c")),
+                **keys,
+            )
+        return GRUModule(F_IN, H, num_layers=num_layers, state_key=("agents", "h"), **keys)
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    return cls(F_IN, H, num_layers=num_layers, in_key="x", out_key="y")
+
+
+def _data(module: RecurrentModuleBase, lead: tuple[int, ...], resets: str) -> TensorDictBase:
+    batch = (*lead, T)
+    td = TensorDict(batch_size=batch)
+    td.set(module.in_key, torch.randn(*batch, F_IN))
+    for key in module.state_keys:  # random states: only t = 0 (and resets) may be read
+        td.set(key, torch.randn(*batch, module.num_layers, H))
+    if resets != "none":
+        is_init = torch.zeros(*batch, 1, dtype=torch.bool)
+        if resets == "mid":
+            is_init = torch.rand(*batch, 1) < 0.3
+            is_init[..., 3, :] = True
+        is_init[..., 0, :] = resets == "mid"
+        td.set(module.is_init_key, is_init)
+    return td
+
+
+def _step_loop(module: RecurrentModuleBase, td: TensorDictBase) -> TensorDictBase:
+    """Reference: step mode one time step at a time, carrying the states by hand."""
+    outs = []
+    carried = {k: td.get(k)[..., 0, :, :] for k in module.state_keys}
+    for t in range(td.batch_size[-1]):
+        step = td[..., t].clone()
+        for key, value in carried.items():
+            step.set(key, value)
+        step = module.set_recurrent_mode(False)(step)
+        carried = {k: step.get(("next", *((k,) if isinstance(k, str) else k))) for k in carried}
+        outs.append(step)
+    return torch.stack(outs, -1)
+
+
+def _next(key):
+    return ("next", key) if isinstance(key, str) else ("next", *key)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("lead", LEADS)
+@pytest.mark.parametrize("resets", ["none", "start_false", "mid"])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_sequence_equals_step_loop(kind, lead, resets, num_layers) -> None:
+    module = _make(kind, num_layers)
+    td = _data(module, lead, resets)
+    expected = _step_loop(module, td)
+    with set_recurrent_mode(module):
+        got = module(td.clone())
+    torch.testing.assert_close(
+        got.get(module.out_key), expected.get(module.out_key), atol=1e-5, rtol=1e-5
+    )
+    for key in module.state_keys:
+        torch.testing.assert_close(
+            got.get(_next(key)), expected.get(_next(key)), atol=1e-5, rtol=1e-5
+        )
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_nested_keys_sequence_and_step(kind) -> None:
+    module = _make(kind, 2, nested=True)
+    td = _data(module, (2,), "mid")
+    expected = _step_loop(module, td)
+    got = module.set_recurrent_mode(True)(td.clone())
+    torch.testing.assert_close(got["agents", "y"], expected["agents", "y"], atol=1e-5, rtol=1e-5)
+    assert got["next", "agents", "h"].shape == (2, T, 2, H)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_gradients_match_step_loop(kind) -> None:
+    module = _make(kind, 2)
+    td = _data(module, (3,), "mid")
+
+    def grads(out: TensorDictBase) -> list[torch.Tensor]:
+        module.zero_grad()
+        loss = out.get("y").square().sum() + out.get(_next(module.state_keys[-1])).sum()
+        loss.backward()
+        return [p.grad.clone() for p in module.parameters()]
+
+    expected = grads(_step_loop(module, td))
+    got = grads(module.set_recurrent_mode(True)(td.clone()))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("lead", LEADS)
+def test_step_mode_resets_where_is_init(kind, lead) -> None:
+    module = _make(kind)
+    td = _data(module, lead, "none")[..., 0]
+    is_init = torch.zeros(*lead, 1, dtype=torch.bool)
+    if lead:
+        is_init[0, 1] = True
+    else:
+        is_init[...] = True
+    out = module(td.clone().set("is_init", is_init))
+    zeroed = td.clone()
+    for key in module.state_keys:
+        zeroed.set(key, torch.zeros_like(td.get(key)))
+    fresh, kept = module(zeroed)["y"], module(td.clone())["y"]
+    expected = torch.where(is_init, fresh, kept)
+    torch.testing.assert_close(out["y"], expected)
+    assert out["y"].shape == (*lead, H)
+    assert out[_next(module.state_keys[0])].shape == (*lead, 1, H)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("mode", [False, True])
+def test_missing_state_names_primer(kind, mode) -> None:
+    module = _make(kind).set_recurrent_mode(mode)
+    td = TensorDict(x=torch.randn(4, F_IN), batch_size=[4])
+    with pytest.raises(KeyError, match=r"recurrent_state.*is missing.*'x'.*make_tensordict_primer"):
+        module(td)
+
+
+def test_missing_state_in_env_rollout() -> None:
+    env = CountingEnv(batch_size=(2,), max_steps=100)
+    lstm = LSTMModule(1, 4, in_key="observation", out_key="features")
+    policy = TensorDictSequential(lstm, TensorDictModule(nn.Linear(4, 1), ["features"], ["action"]))
+    with pytest.raises(KeyError, match=r"env\.append_transform"):
+        env.rollout(3, policy)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=KeyError,
+    reason="EnvBase.step replaces td['next'], dropping the ('next', state) entries the policy wrote",
+)
+def test_rollout_then_sequence_mode_reproduces_outputs() -> None:
+    env = CountingEnv(batch_size=(2,), max_steps=100)
+    lstm = LSTMModule(1, 4, in_key="observation", out_key="features", num_layers=2)
+    head = TensorDictModule(nn.Sequential(nn.Linear(4, 1), nn.Sigmoid()), ["features"], ["action"])
+    policy = TensorDictSequential(lstm, head)
+    start = env.reset().update(lstm.recurrent_state_spec().zero((2,)))
+    with torch.no_grad():
+        rollout = env.rollout(6, policy, auto_reset=False, tensordict=start)
+        # step_mdp carried ("next", state) at t to the root at t + 1
+        torch.testing.assert_close(
+            rollout["recurrent_state_c"][:, 1:], rollout["next", "recurrent_state_c"][:, :-1]
+        )
+        with set_recurrent_mode(policy):
+            replay = policy(rollout.clone())
+    torch.testing.assert_close(replay["features"], rollout["features"], atol=1e-5, rtol=1e-5)
+
+
+def test_recurrent_mode_switches() -> None:
+    module = _make("lstm")
+    assert module.set_recurrent_mode() is module and module.recurrent_mode
+    with set_recurrent_mode(TensorDictSequential(module), False):
+        assert not module.recurrent_mode
+    assert module.recurrent_mode
+
+
+def test_sequence_mode_needs_time_dim() -> None:
+    module = _make("gru").set_recurrent_mode(True)
+    td = TensorDict(x=torch.randn(F_IN), recurrent_state=torch.zeros(1, H), batch_size=[])
+    with pytest.raises(ValueError, match="needs a time dim"):
+        module(td)
+
+
+def test_state_spec_and_primer() -> None:
+    module = _make("lstm", 3)
+    spec = module.recurrent_state_spec()
+    zero = spec.zero((4,))
+    assert zero["recurrent_state_h"].shape == zero["recurrent_state_c"].shape == (4, 3, H)
+    if getattr(transforms, "TensorDictPrimer", None) is None:
+        with pytest.raises(NotImplementedError, match="no TensorDictPrimer yet"):
+            module.make_tensordict_primer()
+    else:
+        assert isinstance(module.make_tensordict_primer(), transforms.TensorDictPrimer)
+
+
+def test_dropout_only_in_training() -> None:
+    module = LSTMModule(F_IN, H, in_key="x", out_key="y", num_layers=2, dropout=0.5)
+    td = _data(module, (4,), "none")[..., 0]
+    module.eval()
+    torch.testing.assert_close(module(td.clone())["y"], module(td.clone())["y"])
+    module.train()
+    assert not torch.equal(module(td.clone())["y"], module(td.clone())["y"])
