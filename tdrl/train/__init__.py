@@ -1,3 +1,21 @@
-"""tdrl.train."""
+"""Training: the ``tdrl`` command line, presets, trainers, logging and checkpoints."""
 
-__all__: list[str] = []
+from tdrl.train._checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from tdrl.train._config import PRESETS, apply_overrides, load_config, load_preset
+from tdrl.train._eval import EpisodeTracker, evaluate
+from tdrl.train._on_policy import OnPolicyTrainer
+from tdrl.train._trainer import Trainer
+
+__all__ = [
+    "PRESETS",
+    "EpisodeTracker",
+    "OnPolicyTrainer",
+    "Trainer",
+    "apply_overrides",
+    "evaluate",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_config",
+    "load_preset",
+    "save_checkpoint",
+]

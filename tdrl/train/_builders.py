@@ -1,0 +1,121 @@
+"""Build envs, networks and policies from a run config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from tdrl.envs import CartPoleEnv, EnvBase, PendulumEnv
+from tdrl.modules import (
+    MLP,
+    NormalParamExtractor,
+    OneHotCategorical,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
+from tdrl.specs import Bounded, Categorical, OneHot, TensorSpec
+
+__all__ = ["BUILTIN_ENVS", "activation_class", "is_discrete", "make_actor_critic", "make_env"]
+
+BUILTIN_ENVS: dict[str, type[EnvBase]] = {"CartPole": CartPoleEnv, "Pendulum": PendulumEnv}
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """The activation class for a config name (``tanh``, ``relu``, ``elu``, ``gelu``)."""
+    try:
+        return _ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"activation_class: unknown activation (got {name!r}; expected one of "
+            f"{sorted(_ACTIVATIONS)})."
+        ) from None
+
+
+def make_env(name: str, num_envs: int, *, seed: int, device: str = "cpu") -> EnvBase:
+    """A batched env: a built-in name (``CartPole``, ``Pendulum``) or ``gym:<id>``.
+
+    Examples:
+        >>> make_env("CartPole", 4, seed=0).batch_size
+        torch.Size([4])
+    """
+    if name.startswith("gym:"):
+        from tdrl.envs import GymEnv  # type: ignore[attr-defined]
+
+        env: EnvBase = GymEnv(name[4:], num_envs=num_envs, device=device)
+    elif name in BUILTIN_ENVS:
+        env = BUILTIN_ENVS[name](batch_size=(num_envs,), device=device)
+    else:
+        raise ValueError(
+            f"make_env: unknown env (got {name!r}; expected one of {sorted(BUILTIN_ENVS)} or "
+            "'gym:<gymnasium id>')."
+        )
+    env.set_seed(seed)
+    return env
+
+
+def is_discrete(spec: TensorSpec) -> bool:
+    """Whether an action spec is one-hot or categorical."""
+    return isinstance(spec, OneHot | Categorical)
+
+
+def _obs_dim(env: EnvBase) -> int:
+    return int(env.observation_spec["observation"].shape[-1])
+
+
+def make_actor_critic(env: EnvBase, model_cfg: dict[str, Any]) -> tuple[nn.Module, nn.Module]:
+    """A probabilistic actor (one-hot categorical or tanh-normal) and a state-value critic.
+
+    Examples:
+        >>> actor, critic = make_actor_critic(make_env("CartPole", 2, seed=0), {"hidden": [8]})
+        >>> critic.out_keys
+        ['state_value']
+    """
+    hidden = list(model_cfg.get("hidden", [64, 64]))
+    act = activation_class(model_cfg.get("activation", "tanh"))
+    spec = env.action_spec
+    n_obs = _obs_dim(env)
+    if is_discrete(spec):
+        n = int(spec.n)  # type: ignore[attr-defined]
+        net: nn.Module = MLP(in_features=n_obs, out_features=n, num_cells=hidden, activation=act)
+        _small_init(net)
+        actor = ProbabilisticActor(
+            _td_module(net, ["observation"], ["logits"]),
+            ["logits"],
+            distribution_class=OneHotCategorical,
+            spec=spec,
+            return_log_prob=True,
+        )
+    else:
+        assert isinstance(spec, Bounded)
+        dim = int(spec.shape[-1])
+        net = nn.Sequential(
+            MLP(in_features=n_obs, out_features=2 * dim, num_cells=hidden, activation=act),
+            NormalParamExtractor(),
+        )
+        actor = ProbabilisticActor(
+            _td_module(net, ["observation"], ["loc", "scale"]),
+            ["loc", "scale"],
+            distribution_class=TanhNormal,
+            spec=spec,
+            return_log_prob=True,
+        )
+    critic_net = MLP(in_features=n_obs, out_features=1, num_cells=hidden, activation=act)
+    critic = ValueOperator(critic_net, in_keys=["observation"])
+    return actor, critic
+
+
+def _td_module(net: nn.Module, in_keys: list[str], out_keys: list[str]) -> TensorDictModule:
+    return TensorDictModule(net, in_keys=in_keys, out_keys=out_keys)
+
+
+@torch.no_grad()
+def _small_init(net: nn.Module) -> None:
+    """Scales the last layer down so the initial policy is close to uniform."""
+    last = [m for m in net.modules() if isinstance(m, nn.Linear)][-1]
+    last.weight.mul_(0.01)
+    last.bias.zero_()

@@ -1,0 +1,236 @@
+"""Trainer base: run directory, seeding, logging, evaluation, checkpoints and resume."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tdrl.envs import EnvBase
+from tdrl.train._builders import make_env
+from tdrl.train._checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from tdrl.train._eval import EpisodeTracker, evaluate
+from tdrl.train._logging import (
+    RunLogger,
+    now,
+    plot_learning_curve,
+    truncate_metrics,
+    write_summary,
+)
+
+__all__ = ["Trainer"]
+
+
+class Trainer:
+    """Shared machinery of the on- and off-policy trainers.
+
+    Subclasses build ``self.env``, ``self.policy`` (what evaluation runs), ``self.modules``
+    and ``self.optimizers`` (what checkpoints hold), then write ``_train()``, which calls
+    ``_after_iteration`` once per collected batch.
+
+    Args:
+        config: the run config (a preset merged with overrides).
+        out_dir: the run directory (created).
+        quiet: no progress bar.
+        tensorboard: also log to TensorBoard.
+        resume: continue from the newest complete checkpoint of ``out_dir``.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        out_dir: str | Path,
+        *,
+        quiet: bool = False,
+        tensorboard: bool = False,
+        resume: bool = False,
+    ) -> None:
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.quiet = quiet
+        self.tensorboard = tensorboard or bool(config.get("logging", {}).get("tensorboard"))
+        self.resume = resume
+        seed = int(config.get("seed", 0))
+        # Small networks on a few cores: intra-op threads fight each other (DESIGN.md section 3).
+        torch.set_num_threads(int(config.get("threads", 1)))
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        random.seed(seed)
+        self.frames = 0
+        self.iteration = 0
+        self.elapsed = 0.0
+        self.best_eval = -float("inf")
+        self.last_eval: float | None = None
+        self.solved_at: int | None = None
+        self.modules: dict[str, nn.Module] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.buffer: Any = None
+        self.env: EnvBase = make_env(
+            config["env"], int(config["num_envs"]), seed=seed, device=config.get("device", "cpu")
+        )
+        eval_cfg = config.get("eval", {})
+        self.eval_env = make_env(
+            config["env"],
+            int(eval_cfg.get("episodes", 10)),
+            seed=seed + 10_000,
+            device=config.get("device", "cpu"),
+        )
+        self.tracker = EpisodeTracker(self.env.reward_keys[0], self.env.done_groups[0].done)
+        self._recent: list[float] = []
+        self._next_eval = int(eval_cfg.get("every_frames", 0) or 0)
+        self._next_ckpt = int(config.get("logging", {}).get("checkpoint_every_frames", 0) or 0)
+
+    # ------------------------------------------------------------------ hooks
+    policy: Any
+
+    def _train(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        """Trains until the frame budget or the target return; returns the summary."""
+        (self.out_dir / "config.json").write_text(json.dumps(self.config, indent=2))
+        if self.resume:
+            self._restore()
+        else:
+            truncate_metrics(self.out_dir / "metrics.csv", -1)
+        self.logger = RunLogger(
+            self.out_dir,
+            int(self.config["frames"]),
+            quiet=self.quiet,
+            tensorboard=self.tensorboard,
+            start_frames=self.frames,
+        )
+        self._t0 = now() - self.elapsed
+        try:
+            self._train()
+        finally:
+            self.logger.close()
+        self.elapsed = now() - self._t0
+        self._checkpoint()
+        if self.last_eval is None:
+            self._evaluate()
+        summary = self.summary()
+        write_summary(self.out_dir, summary)
+        plot_learning_curve(self.out_dir)
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        """The numbers written to ``summary.json``."""
+        return {
+            "algorithm": self.config["algorithm"],
+            "env": self.config["env"],
+            "frames": self.frames,
+            "iterations": self.iteration,
+            "train_seconds": round(self.elapsed, 3),
+            "final_eval_return": self.last_eval,
+            "best_eval_return": self.best_eval if self.best_eval > -float("inf") else None,
+            "solved_at_frames": self.solved_at,
+            "recent_train_return": _mean(self._recent[-20:]),
+        }
+
+    @property
+    def done(self) -> bool:
+        """Whether training should stop (budget reached or target return hit)."""
+        return self.frames >= int(self.config["frames"]) or self.solved_at is not None
+
+    def _evaluate(self) -> float:
+        eval_cfg = self.config.get("eval", {})
+        returns = evaluate(
+            self.eval_env, self.policy, max_steps=int(eval_cfg.get("max_steps", 10_000))
+        )
+        self.last_eval = _mean(returns)
+        assert self.last_eval is not None
+        self.best_eval = max(self.best_eval, self.last_eval)
+        target = float(eval_cfg.get("target_return", 0) or 0)
+        if target and self.last_eval >= target and self.solved_at is None:
+            self.solved_at = self.frames
+        return self.last_eval
+
+    def _after_iteration(self, batch: Any, losses: dict[str, float], frames: int) -> None:
+        """Bookkeeping after one collected batch and its updates: metrics, eval, checkpoints."""
+        self.frames += frames
+        self.iteration += 1
+        finished = self.tracker.update(batch) if batch is not None else []
+        self._recent.extend(finished)
+        self._recent = self._recent[-100:]
+        elapsed = now() - self._t0
+        row: dict[str, Any] = {
+            "iteration": self.iteration,
+            "frames": self.frames,
+            "time": round(elapsed, 3),
+            "fps": self.frames / max(elapsed, 1e-9),
+            **losses,
+        }
+        if finished:
+            row["train_return"] = _mean(self._recent[-20:])
+        if self._next_eval and self.frames >= self._next_eval:
+            row["eval_return"] = self._evaluate()
+            while self._next_eval <= self.frames:
+                self._next_eval += int(self.config["eval"]["every_frames"])
+        self.logger.log(row)
+        if self._next_ckpt and self.frames >= self._next_ckpt:
+            self.elapsed = elapsed
+            self._checkpoint()
+            plot_learning_curve(self.out_dir)
+            while self._next_ckpt <= self.frames:
+                self._next_ckpt += int(self.config["logging"]["checkpoint_every_frames"])
+
+    # ------------------------------------------------------------------ checkpoints
+    def _counters(self) -> dict[str, Any]:
+        return {
+            "iteration": self.iteration,
+            "elapsed": self.elapsed,
+            "best_eval": self.best_eval if self.best_eval > -float("inf") else None,
+            "last_eval": self.last_eval,
+            "solved_at": self.solved_at,
+            "next_eval": self._next_eval,
+            "next_ckpt": self._next_ckpt,
+            "recent": self._recent[-100:],
+        }
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(
+            self.out_dir,
+            frames=self.frames,
+            modules=self.modules,
+            optimizers=self.optimizers,
+            counters=self._counters(),
+            buffer=self.buffer,
+        )
+
+    def _restore(self) -> None:
+        path = latest_checkpoint(self.out_dir)
+        if path is None:
+            raise FileNotFoundError(
+                f"Trainer.resume: no complete checkpoint under {self.out_dir / 'checkpoints'} "
+                "(expected a ckpt-* folder holding meta.json). Start a new run instead."
+            )
+        counters = load_checkpoint(
+            path,
+            modules=self.modules,
+            optimizers=self.optimizers,
+            buffer=self.buffer,
+            restore_rng=True,
+        )
+        self.frames = int(counters["frames"])
+        self.iteration = int(counters["iteration"])
+        self.elapsed = float(counters["elapsed"])
+        best = counters.get("best_eval")
+        self.best_eval = float(best) if best is not None else -float("inf")
+        self.last_eval = counters.get("last_eval")
+        self.solved_at = counters.get("solved_at")
+        self._next_eval = int(counters["next_eval"])
+        self._next_ckpt = int(counters["next_ckpt"])
+        self._recent = list(counters.get("recent", []))
+        truncate_metrics(self.out_dir / "metrics.csv", self.frames)
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None

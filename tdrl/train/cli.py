@@ -1,0 +1,138 @@
+"""The ``tdrl`` command line: ``tdrl train <preset>`` and ``tdrl eval <run dir>``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tdrl.train._config import PRESETS, load_config
+
+__all__ = ["build_parser", "main"]
+
+_DESCRIPTION = """\
+tdrl: train and evaluate reinforcement-learning agents.
+
+  tdrl train ppo                      PPO on the built-in CartPole (the default preset)
+  tdrl train sac --frames 15000       SAC on the built-in Pendulum
+  tdrl train dqn --env gym:CartPole-v1 --num-envs 4
+  tdrl train ppo --resume runs/ppo-20261129-120000
+  tdrl eval runs/ppo-20261129-120000  replay the saved policy deterministically
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the docs and tests).
+
+    Examples:
+        >>> build_parser().parse_args(["train", "ppo", "--frames", "1000"]).frames
+        1000
+    """
+    parser = argparse.ArgumentParser(
+        prog="tdrl", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval}")
+    train = sub.add_parser(
+        "train",
+        help="train an agent from a preset",
+        description="Train an agent. A preset (a TOML file shipped with tdrl) sets the "
+        "algorithm, env and hyperparameters; --config and --set override them.",
+    )
+    train.add_argument(
+        "preset", nargs="?", default="ppo", choices=PRESETS, help="algorithm preset (default: ppo)"
+    )
+    train.add_argument("--env", help="built-in env name (CartPole, Pendulum) or gym:<id>")
+    train.add_argument("--frames", type=int, help="frame budget")
+    train.add_argument("--num-envs", type=int, help="number of envs collected from in parallel")
+    train.add_argument("--seed", type=int, help="random seed")
+    train.add_argument("--out", help="run directory (default: runs/<preset>-<time>)")
+    train.add_argument("--config", help="a TOML or JSON file merged over the preset")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config entry, e.g. --set optim.lr=3e-4 (repeatable)",
+    )
+    train.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the run in DIR from its newest complete checkpoint",
+    )
+    train.add_argument("--device", help="device for envs and networks (default: cpu)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar (for logs)")
+    train.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a trained run",
+        description="Load the newest checkpoint of a run and replay its policy "
+        "deterministically; prints the mean return.",
+    )
+    ev.add_argument("run_dir", help="a run directory written by `tdrl train`")
+    ev.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
+    ev.add_argument("--seed", type=int, default=12345, help="seed of the evaluation envs")
+    return parser
+
+
+def _train_config(args: argparse.Namespace) -> dict[str, Any]:
+    if args.resume:
+        return json.loads((Path(args.resume) / "config.json").read_text())
+    overrides = list(args.set)
+    for flag, key in (
+        ("env", "env"),
+        ("frames", "frames"),
+        ("num_envs", "num_envs"),
+        ("seed", "seed"),
+        ("device", "device"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    return load_config(args.preset, args.config, overrides)
+
+
+def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> Any:
+    """The trainer for ``config["algorithm"]``."""
+    from tdrl.train._on_policy import OnPolicyTrainer
+
+    if config["algorithm"] in ("ppo", "a2c"):
+        return OnPolicyTrainer(config, out_dir, **kwargs)
+    from tdrl.train._off_policy import OffPolicyTrainer
+
+    return OffPolicyTrainer(config, out_dir, **kwargs)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    config = _train_config(args)
+    out = args.resume or args.out or f"runs/{config['algorithm']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    trainer = make_trainer(
+        config, out, quiet=args.quiet, tensorboard=args.tensorboard, resume=bool(args.resume)
+    )
+    summary = trainer.run()
+    print(f"run directory: {out}")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from tdrl.train._evaluate_run import evaluate_run
+
+    mean, returns = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed)
+    print(f"returns: {[round(r, 1) for r in returns]}")
+    print(f"mean return over {len(returns)} episodes: {mean:.2f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tdrl`` console script and ``python -m tdrl``."""
+    args = build_parser().parse_args(argv)
+    if args.command == "train":
+        return _cmd_train(args)
+    return _cmd_eval(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
