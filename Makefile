@@ -20,7 +20,7 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 	touch $@
 
 train: $(VENV)/.train-installed
-	$(BIN)/python examples/random_rollout.py
+	$(BIN)/tdrl train ppo
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check tdrl tests benchmarks examples
