@@ -2,7 +2,16 @@
 
 from tdrl.envs.core._base import EnvBase
 from tdrl.envs.core._check import check_env_specs
+from tdrl.envs.core._creator import EnvCreator, EnvMeta
 from tdrl.envs.core._keys import DoneGroup
 from tdrl.envs.core._step_mdp import StepMDP, step_mdp
 
-__all__ = ["DoneGroup", "EnvBase", "StepMDP", "check_env_specs", "step_mdp"]
+__all__ = [
+    "DoneGroup",
+    "EnvBase",
+    "EnvCreator",
+    "EnvMeta",
+    "StepMDP",
+    "check_env_specs",
+    "step_mdp",
+]
