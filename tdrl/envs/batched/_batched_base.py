@@ -1,0 +1,234 @@
+"""BatchedEnvBase: what SerialEnv and ParallelEnv share (specs, buffers, reset routing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.batched._runner import Buffers
+from tdrl.envs.batched._shared import TreeBuffer
+from tdrl.envs.core import EnvBase, EnvCreator, EnvMeta
+from tdrl.envs.core._keys import broadcast_mask
+
+__all__ = ["BatchedEnvBase", "EnvFactory"]
+
+EnvFactory = Callable[..., EnvBase]
+
+
+def _as_creators(
+    owner: str,
+    num_workers: int,
+    create_env_fn: EnvFactory | Sequence[EnvFactory],
+    create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+) -> list[EnvCreator]:
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(
+            f"{owner}.__init__: num_workers must be a positive int (got {num_workers!r}; "
+            "expected >= 1)."
+        )
+    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else None
+    if fns is not None and len(fns) != num_workers:
+        raise ValueError(
+            f"{owner}.__init__: one factory per worker is needed (got {len(fns)} factories; "
+            f"expected num_workers={num_workers}). Pass a single callable or {num_workers}."
+        )
+    if fns is None:
+        fns = [create_env_fn] * num_workers  # type: ignore[list-item]
+    if create_env_kwargs is None or isinstance(create_env_kwargs, Mapping):
+        kwargs = [dict(create_env_kwargs or {})] * num_workers
+    else:
+        kwargs = [dict(k) for k in create_env_kwargs]
+        if len(kwargs) != num_workers:
+            raise ValueError(
+                f"{owner}.__init__: create_env_kwargs has {len(kwargs)} entries "
+                f"(expected num_workers={num_workers}). Pass one dict, or one per worker."
+            )
+    out = []
+    made: dict[tuple[int, int], EnvCreator] = {}  # one creator (and one meta cache) per pair
+    for fn, kw in zip(fns, kwargs):
+        if not callable(fn):
+            raise TypeError(
+                f"{owner}.__init__: create_env_fn must be callable (got {type(fn).__name__}; "
+                "expected an env class, a function or an EnvCreator returning an EnvBase)."
+            )
+        creator = made.get((id(fn), id(kw)))
+        if creator is None:
+            creator = fn if isinstance(fn, EnvCreator) and not kw else EnvCreator(fn, kw)
+            made[(id(fn), id(kw))] = creator
+        out.append(creator)
+    return out
+
+
+class BatchedEnvBase(EnvBase):
+    """Base of batched envs: ``num_workers`` copies of a sub-env behind one ``EnvBase``.
+
+    The batch size is ``[num_workers, *sub_env.batch_size]`` and the specs are the sub-env specs
+    expanded to it. Every call copies the spec'd root entries of the input (actions, observations,
+    states, done leaves) into a preallocated input buffer; the sub-envs write their results into
+    preallocated output buffers; the caller receives fresh tensors (copies), which it may keep
+    across steps. Entries that no spec declares stay in the parent: they are not sent to the
+    sub-envs (``step_mdp`` still carries them to the next root). A partial reset only reaches the
+    workers whose ``_reset`` entries hold a true value.
+
+    Subclasses provide ``_read_meta`` and ``_dispatch``.
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        self._creators = _as_creators(name, num_workers, create_env_fn, create_env_kwargs)
+        self.num_workers = num_workers
+        meta = self._read_meta()
+        self.sub_meta = meta
+        super().__init__(
+            batch_size=(num_workers, *meta.batch_size),
+            device=meta.device,
+            allow_done_after_reset=meta.allow_done_after_reset,
+            validate=meta.validate,
+        )
+        shape = self.batch_size
+        self.full_observation_spec = meta.specs["observation"].expand(shape)
+        self.full_action_spec = meta.specs["action"].expand(shape)
+        self.full_reward_spec = meta.specs["reward"].expand(shape)
+        self.full_done_spec = meta.specs["done"].expand(shape)
+        self.full_state_spec = meta.specs["state"].expand(shape)
+        self._buffers: Buffers | None = None
+        self._all_workers = tuple(range(num_workers))
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _read_meta(self) -> EnvMeta:
+        raise NotImplementedError
+
+    def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
+        """Runs ``EnvRunner.<cmd>(*args)`` on each of ``workers``; returns their results."""
+        raise NotImplementedError
+
+    def _ready_buffers(self) -> Buffers:
+        """The buffers, allocated (and the workers started) on first use."""
+        raise NotImplementedError
+
+    def _make_buffers(self, device: torch.device | None) -> Buffers:
+        name = type(self).__name__
+        fake = self.fake_tensordict()
+        if device is not None:
+            fake = fake.to(device)
+        nxt = fake.get("next").clone()
+        inputs = fake.exclude("next").clone()
+        root = inputs.exclude(*self.action_keys).clone()
+        done = self.full_done_spec
+        masks = [
+            torch.zeros(done[g.done].shape, dtype=torch.bool, device=device)
+            for g in self.done_groups
+        ]
+        return Buffers(
+            TreeBuffer(inputs, f"{name}.step"),
+            TreeBuffer(nxt, f"{name}.step"),
+            TreeBuffer(root, f"{name}.reset"),
+            masks,
+        )
+
+    # ------------------------------------------------------------------ EnvBase hooks
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        bufs = self._ready_buffers()
+        missing = bufs.inputs.write(tensordict)
+        self._dispatch("step", (missing,), self._all_workers)
+        return self._output(bufs.next)
+
+    def _output(self, buf: TreeBuffer) -> TensorDictBase:
+        """Fresh tensors for the caller (subclasses may move them to the env device)."""
+        return buf.clone()
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        bufs = self._ready_buffers()
+        if tensordict is None:
+            self._dispatch("reset", (None, ()), self._all_workers)
+            return self._output(bufs.root)
+        masks = self._reset_plan.masks(tensordict)
+        if masks is None:  # EnvBase only passes a tensordict holding _reset entries
+            raise RuntimeError(f"{type(self).__name__}._reset: no _reset entry in the input.")
+        groups: list[int] = []
+        todo = torch.zeros(self.num_workers, dtype=torch.bool)
+        for g, mask in enumerate(masks):
+            if mask is None:
+                continue
+            dst = bufs.masks[g]
+            if mask.numel() == dst.numel():
+                dst.copy_(mask.reshape(dst.shape))
+            else:
+                m = broadcast_mask(mask, len(self.batch_size), dst.ndim)
+                dst.copy_(m.expand(dst.shape))
+            groups.append(g)
+            todo |= dst.reshape(self.num_workers, -1).any(1).cpu()
+        workers = todo.nonzero().flatten().tolist()
+        if workers:
+            missing = bufs.inputs.write(tensordict)
+            self._dispatch("reset", (tuple(groups), missing), workers)
+        return self._output(bufs.root)
+
+    def _set_seed(self, seed: int) -> None:
+        self.set_seed(seed)
+
+    # ------------------------------------------------------------------ public API
+    def set_seed(self, seed: int) -> int:
+        """Seeds the workers with a chain of seeds; returns the next seed of the chain.
+
+        Worker 0 gets ``seed``, worker ``i + 1`` gets what worker ``i``'s env returned from
+        ``set_seed`` (``seed + i`` for envs that use one seed each): distinct, reproducible seeds.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> from tdrl.envs.batched import SerialEnv
+            >>> env = SerialEnv(3, CountingEnv)
+            >>> env.set_seed(10), [e.seed for e in env.envs]
+            (13, [10, 11, 12])
+        """
+        seed = int(seed)
+        self._ready_buffers()
+        for w in self._all_workers:
+            seed = int(self._dispatch("set_seed", (seed,), (w,))[0])
+        return seed
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Steps and partially resets the finished sub-envs in one call per worker.
+
+        Same result as ``EnvBase.step_and_maybe_reset`` (the ``"next"`` entry keeps the terminal
+        observation, the returned root holds the reset values), with a single round trip.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> from tdrl.envs.batched import SerialEnv
+            >>> env = SerialEnv(2, CountingEnv, {"max_steps": 1})
+            >>> td, root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+            >>> td["next", "observation"].flatten().tolist(), root["observation"].flatten().tolist()
+            ([1.0, 1.0], [0.0, 0.0])
+        """
+        self._check_actions(tensordict)
+        bufs = self._ready_buffers()
+        missing = bufs.inputs.write(tensordict)
+        flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
+        tensordict.set("next", self._output(bufs.next))
+        root = self._step_mdp(tensordict)
+        if any(flags):
+            root.update(self._output(bufs.root))
+        return tensordict, root
+
+    @property
+    def create_env_fns(self) -> list[EnvCreator]:
+        """The per-worker factories (``EnvCreator`` instances)."""
+        return list(self._creators)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"env={self.sub_meta.env_name}, batch_size={tuple(self.batch_size)}, "
+            f"device={self.device})"
+        )

@@ -1,0 +1,229 @@
+"""ParallelEnv: one worker process per sub-env, data exchanged through shared memory."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory
+from tdrl.envs.batched._pool import WorkerPool
+from tdrl.envs.batched._runner import Buffers
+from tdrl.envs.batched._shared import TreeBuffer
+from tdrl.envs.core import EnvMeta
+from tdrl.errors import WorkerError
+
+__all__ = ["ParallelEnv"]
+
+_START_METHODS = ("spawn", "fork", "forkserver")
+_LIVE: weakref.WeakSet[ParallelEnv] = weakref.WeakSet()
+_ATEXIT_LOCK = threading.Lock()
+_atexit_registered = False
+
+
+def _close_live_envs() -> None:
+    # Runs before multiprocessing's own exit handler (atexit is LIFO and this is registered
+    # later), which would otherwise wait forever on our non-daemonic workers.
+    for env in list(_LIVE):
+        try:
+            env.close()
+        except Exception:
+            pass
+
+
+def _track(env: ParallelEnv) -> None:
+    global _atexit_registered
+    with _ATEXIT_LOCK:
+        if not _atexit_registered:
+            atexit.register(_close_live_envs)
+            _atexit_registered = True
+        _LIVE.add(env)
+
+
+class ParallelEnv(BatchedEnvBase):
+    """Runs ``num_workers`` sub-envs in worker processes behind one batched env.
+
+    Batch size and specs are those of :class:`SerialEnv`: ``[num_workers, *sub_env.batch_size]``
+    and the sub-env specs expanded. The specs are read in this process (an :class:`EnvCreator`
+    reads them once and caches them; another callable builds one env here and closes it). The
+    workers start on first use (``reset``, ``step``, ``set_seed``...), each builds its env and
+    reports its specs: a worker whose specs differ from worker 0's raises ``ValueError``.
+
+    Data moves through buffers allocated once from the specs in shared memory (cpu): the inputs a
+    sub-env reads (actions, observations, states, done leaves) are copied in, the pipes carry only
+    small commands, and outputs are copied out into fresh tensors that the caller owns and may keep
+    across steps. Actions are checked here before dispatch (shape and dtype; bounds when
+    ``validate`` is on), so an invalid action never reaches the workers.
+
+    Failures: an exception in a worker raises :class:`~tdrl.errors.WorkerError` naming the worker,
+    with the remote type, message and traceback (the original exception is the ``__cause__``
+    when it can be unpickled); the workers keep running. A worker that dies raises
+    ``WorkerError`` with its pid and exit code or signal; a worker that does not answer within
+    ``step_timeout`` is killed and ``TimeoutError`` is raised; in both cases the env closes.
+    Workers are non-daemonic processes that exit on their own within seconds when this process
+    dies (a watchdog thread, plus ``PR_SET_PDEATHSIG`` on Linux).
+
+    ``close()`` is idempotent, waits at most ``shutdown_timeout`` seconds for the workers to close
+    their envs, then kills the stragglers; it also runs from ``__del__``, from ``with`` blocks and
+    at interpreter exit. Shared memory uses torch's default strategy (file descriptors on Linux:
+    nothing stays in ``/dev/shm``).
+
+    Args:
+        num_workers: number of worker processes (one sub-env each).
+        create_env_fn: a callable returning an :class:`EnvBase` (class, function, lambda,
+            :class:`EnvCreator`), or a list with one per worker. Lambdas travel with cloudpickle.
+        create_env_kwargs: keyword arguments of the factory: one dict, or one per worker.
+        mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``; the global
+            multiprocessing start method is never changed.
+        num_threads: torch intra-op threads in each worker.
+        step_timeout: seconds to wait for the workers' answer to any command (default 60).
+        start_timeout: seconds to wait for the workers to start and build their envs (default
+            120: spawn re-imports torch).
+        shutdown_timeout: seconds ``close`` waits before killing the workers (default 10).
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> with ParallelEnv(2, CountingEnv, mp_start_method="fork") as env:
+        ...     td = env.rollout(3)
+        ...     pids = env.worker_pids
+        >>> td["next", "observation"][:, -1].flatten().tolist(), len(pids)
+        ([3.0, 3.0], 2)
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        mp_start_method: str | None = None,
+        num_threads: int = 1,
+        step_timeout: float = 60.0,
+        start_timeout: float = 120.0,
+        shutdown_timeout: float = 10.0,
+    ) -> None:
+        method = "spawn" if mp_start_method is None else mp_start_method
+        if method not in _START_METHODS:
+            raise ValueError(
+                f"ParallelEnv.__init__: unknown mp_start_method (got {method!r}; expected one "
+                f"of {_START_METHODS}). Pass None for 'spawn'."
+            )
+        for name, value in (
+            ("step_timeout", step_timeout),
+            ("start_timeout", start_timeout),
+            ("shutdown_timeout", shutdown_timeout),
+        ):
+            if not value > 0 or value == float("inf"):
+                raise ValueError(
+                    f"ParallelEnv.__init__: {name} must be a finite number of seconds > 0 "
+                    f"(got {value!r})."
+                )
+        self._pool: WorkerPool | None = None
+        self._failure: str | None = None
+        self.mp_start_method = method
+        self.num_threads = int(num_threads)
+        self.step_timeout = float(step_timeout)
+        self.start_timeout = float(start_timeout)
+        self.shutdown_timeout = float(shutdown_timeout)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+
+    def _read_meta(self) -> EnvMeta:
+        return self._creators[0].meta
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Pids of the worker processes (empty before the first use and after close)."""
+        return [] if self._pool is None else self._pool.pids
+
+    @property
+    def is_started(self) -> bool:
+        """Whether the worker processes are running."""
+        return self._pool is not None
+
+    def start(self) -> None:
+        """Starts the workers now rather than on first use (no-op when running).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = ParallelEnv(1, CountingEnv, mp_start_method="fork")
+            >>> env.is_started, env.start(), env.is_started
+            (False, None, True)
+            >>> env.close()
+        """
+        self._ready_buffers()
+
+    def _ready_buffers(self) -> Buffers:
+        if self._pool is not None:
+            return self._buffers  # type: ignore[return-value]
+        if self.is_closed:
+            reason = f" after a failure: {self._failure}" if self._failure else ""
+            raise RuntimeError(
+                f"ParallelEnv: the env is closed{reason} (got a call after close; expected "
+                "none). Build a new ParallelEnv."
+            )
+        buffers = self._make_buffers(torch.device("cpu")).share_memory_()
+        pool = WorkerPool(
+            "ParallelEnv",
+            multiprocessing.get_context(self.mp_start_method),
+            self._creators,
+            buffers,
+            num_threads=self.num_threads,
+            step_timeout=self.step_timeout,
+            start_timeout=self.start_timeout,
+            shutdown_timeout=self.shutdown_timeout,
+        )
+        self._pool, self._buffers = pool, buffers
+        _track(self)
+        try:
+            metas = pool.start()
+        except BaseException:
+            self._failure = pool.failure or "the workers failed to start"
+            self.close()
+            raise
+        for i, meta in enumerate(metas):
+            diff = self.sub_meta.difference(meta)
+            if diff is not None:
+                self._failure = f"worker {i} built an env with other specs"
+                self.close()
+                raise ValueError(
+                    f"ParallelEnv.start: worker {i} built an env whose specs differ from the "
+                    f"specs read in the parent (got {diff}). Every factory must build envs "
+                    "with identical specs."
+                )
+        return buffers
+
+    def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
+        pool = self._pool
+        assert pool is not None
+        try:
+            return pool.run(cmd, args, workers)
+        except (WorkerError, TimeoutError):
+            if pool.failure is not None:  # a worker died or hung: the pool is gone
+                self._failure = pool.failure
+                self.close()
+            raise
+
+    def _output(self, buf: TreeBuffer) -> TensorDictBase:
+        out = buf.clone()
+        if self.device is not None and self.device.type != "cpu":
+            out = out.to(self.device)
+        return out
+
+    def _close(self) -> None:
+        pool, self._pool = self._pool, None
+        self._buffers = None
+        _LIVE.discard(self)
+        if pool is not None:
+            pool.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

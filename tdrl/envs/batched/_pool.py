@@ -1,0 +1,269 @@
+"""WorkerPool: starts, commands, watches and shuts down the worker processes of a ParallelEnv.
+
+Every wait is bounded: the parent blocks in ``poll`` on the command pipes and the process
+sentinels at once, so it wakes up as soon as a worker answers or dies, and gives up after the
+timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing import connection
+from multiprocessing.context import BaseContext
+from typing import Any, NoReturn
+
+from tdrl.envs.batched._runner import Buffers
+from tdrl.envs.batched._worker import (
+    RemoteError,
+    WorkerOptions,
+    decode_reply,
+    describe_exit,
+    encode_command,
+    worker_main,
+    worker_names,
+)
+from tdrl.envs.core import EnvCreator
+from tdrl.errors import WorkerError
+
+__all__ = ["WorkerPool"]
+
+
+class _Waiter:
+    """Blocks until one of a fixed set of file descriptors is readable (or a timeout)."""
+
+    def __init__(self, fds: Sequence[int]) -> None:
+        self._fds = list(fds)
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        if self._poll is not None:
+            mask = select.POLLIN | select.POLLHUP | select.POLLERR
+            for fd in self._fds:
+                self._poll.register(fd, mask)
+
+    def wait(self, timeout_s: float) -> list[int]:
+        if self._poll is not None:
+            ms = max(0, math.ceil(timeout_s * 1000))
+            return [fd for fd, _ in self._poll.poll(ms)]
+        return list(connection.wait(self._fds, timeout_s))  # type: ignore[arg-type]
+
+
+class WorkerPool:
+    """The worker processes of one ParallelEnv (not thread-safe: one caller at a time).
+
+    Args:
+        owner: the env's class name, for messages.
+        ctx: the multiprocessing context (start method).
+        creators: one env factory per worker.
+        buffers: the shared buffers (every worker gets them and uses its row).
+        num_threads: torch threads per worker.
+        step_timeout: seconds to wait for an answer to a command.
+        start_timeout: seconds to wait for the workers to build their envs.
+        shutdown_timeout: seconds ``shutdown`` waits for a clean exit before killing.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        ctx: BaseContext,
+        creators: Sequence[EnvCreator],
+        buffers: Buffers,
+        *,
+        num_threads: int,
+        step_timeout: float,
+        start_timeout: float,
+        shutdown_timeout: float,
+    ) -> None:
+        self.owner = owner
+        self.step_timeout = step_timeout
+        self.start_timeout = start_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.failure: str | None = None
+        self._ctx = ctx
+        self._creators = list(creators)
+        self._buffers = buffers
+        self._num_threads = num_threads
+        self._procs: list[Any] = []
+        self._pids: list[int] = []
+        self._conns: list[Any] = []
+        self._fd_worker: dict[int, int] = {}
+        self._sentinel_worker: dict[int, int] = {}
+        self._waiter: _Waiter | None = None
+        self._owner_pid = os.getpid()
+        self._closed = False
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker pids (empty before ``start``)."""
+        return list(self._pids)
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> list[Any]:
+        """Starts every worker and returns the env metadata each one reports."""
+        options = WorkerOptions(
+            num_threads=self._num_threads,
+            parent_pid=os.getpid(),
+            pdeathsig=threading.current_thread() is threading.main_thread(),
+        )
+        parts = self._buffers.to_parts()
+        try:
+            for i, creator in enumerate(self._creators):
+                parent_conn, child_conn = self._ctx.Pipe()
+                proc = self._ctx.Process(  # type: ignore[attr-defined]
+                    target=worker_main,
+                    args=(i, child_conn, creator, parts, options),
+                    name=f"tdrl-{self.owner}-worker-{i}",
+                    daemon=False,
+                )
+                self._procs.append(proc)
+                self._conns.append(parent_conn)
+                proc.start()
+                self._pids.append(proc.pid)
+                child_conn.close()
+        except BaseException:
+            self.shutdown()
+            raise
+        for i, (proc, conn) in enumerate(zip(self._procs, self._conns)):
+            self._fd_worker[conn.fileno()] = i
+            self._sentinel_worker[proc.sentinel] = i
+        self._waiter = _Waiter([*self._fd_worker, *self._sentinel_worker])
+        return self._collect(range(len(self._procs)), "start", self.start_timeout)
+
+    # ------------------------------------------------------------------ commands
+    def run(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
+        """Sends ``cmd`` to ``workers`` and returns their results in the same order.
+
+        Raises:
+            WorkerError: a worker raised (its env stays alive) or died (the pool shuts down).
+            TimeoutError: a worker did not answer within ``step_timeout`` (the pool shuts down).
+        """
+        msg = encode_command(cmd, args)
+        conns = self._conns
+        for w in workers:
+            try:
+                conns[w].send_bytes(msg)
+            except OSError:
+                self._died(w, cmd)
+        return self._collect(workers, cmd, self.step_timeout)
+
+    def _collect(self, workers: Sequence[int], cmd: str, timeout: float) -> list[Any]:
+        slots = {self._conns[w].fileno(): k for k, w in enumerate(workers)}
+        results: list[Any] = [None] * len(slots)
+        errors: list[tuple[int, RemoteError]] = []
+        deadline = time.monotonic() + timeout
+        assert self._waiter is not None
+        while slots:
+            ready = self._waiter.wait(deadline - time.monotonic())
+            if not ready:
+                if time.monotonic() >= deadline:
+                    self._timed_out([workers[k] for k in slots.values()], cmd, timeout)
+                continue
+            dead = []
+            for fd in ready:
+                k = slots.pop(fd, None)
+                if k is not None:
+                    w = workers[k]
+                    try:
+                        ok, value = decode_reply(self._conns[w].recv_bytes())
+                    except (EOFError, OSError):
+                        self._died(w, cmd)
+                    if ok:
+                        results[k] = value
+                    else:
+                        errors.append((w, value))
+                elif fd in self._sentinel_worker:
+                    dead.append(self._sentinel_worker[fd])
+            for w in dead:
+                if self._conns[w].fileno() not in slots or not self._conns[w].poll(0):
+                    self._died(w, cmd)
+        if errors:
+            self._raise_remote(errors, cmd)
+        return results
+
+    def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
+        w, info = errors[0]
+        others = ""
+        if len(errors) > 1:
+            others = (
+                f" ({len(errors) - 1} other worker(s) failed too: {[e[0] for e in errors[1:]]})"
+            )
+        err = WorkerError(
+            f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) raised "
+            f"{info.type_name}: {info.message}{others}. The workers are still running; fix the "
+            f"env or close the {self.owner}.\n--- remote traceback (worker {w}) ---\n"
+            f"{info.traceback}"
+        )
+        raise err from info.original()
+
+    # ------------------------------------------------------------------ failures
+    def _died(self, w: int, cmd: str) -> NoReturn:
+        proc = self._procs[w]
+        proc.join(timeout=1.0)
+        how = describe_exit(proc.exitcode)
+        self.failure = f"worker {w} (pid {proc.pid}) died with {how}"
+        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+        raise WorkerError(
+            f"{self.owner}.{cmd}: worker {w} (pid {proc.pid}) died with {how} (expected it to "
+            f"answer). The other workers were shut down and the {self.owner} is closed: build "
+            "a new one."
+        )
+
+    def _timed_out(self, workers: Sequence[int], cmd: str, timeout: float) -> NoReturn:
+        names = worker_names(workers, self.pids)
+        for w in workers:
+            self._procs[w].kill()
+        self.failure = f"{names} did not answer {cmd!r} within {timeout} s"
+        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+        raise TimeoutError(
+            f"{self.owner}.{cmd}: {names} did not answer within {timeout} s (got no reply; "
+            f"expected one within the timeout). The hung worker(s) were killed and the "
+            f"{self.owner} is closed. Raise step_timeout/start_timeout if the env is just slow."
+        )
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Asks every worker to close its env and exit; kills those that do not within
+        ``timeout`` (default ``shutdown_timeout``). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() != self._owner_pid:  # a forked copy of the owner: not our processes
+            return
+        timeout = self.shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        started = [p for p in self._procs if p.pid is not None]
+        for proc, conn in zip(self._procs, self._conns):
+            if proc.pid is not None and proc.exitcode is None:
+                try:
+                    conn.send_bytes(encode_command("close", ()))
+                except OSError:
+                    pass
+        self._wait_exit(started, deadline)
+        for sig in ("terminate", "kill"):
+            alive = [p for p in started if p.exitcode is None]
+            if not alive:
+                break
+            for proc in alive:
+                getattr(proc, sig)()
+            self._wait_exit(alive, time.monotonic() + 2.0)
+        for proc in started:
+            proc.join(timeout=1.0)
+            if proc.exitcode is not None:
+                proc.close()
+        for conn in self._conns:
+            conn.close()
+        self._waiter = None
+        self._buffers = None  # type: ignore[assignment]
+
+    @staticmethod
+    def _wait_exit(procs: Sequence[Any], deadline: float) -> None:
+        pending = {p.sentinel: p for p in procs if p.exitcode is None}
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for s in connection.wait(list(pending), timeout=left):
+                pending.pop(s).join(timeout=0)  # type: ignore[call-overload]

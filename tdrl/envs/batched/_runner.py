@@ -1,0 +1,131 @@
+"""EnvRunner: one sub-env bound to its row of the batched buffers.
+
+SerialEnv holds one runner per sub-env in its own process; each ParallelEnv worker process holds
+one. A runner reads its inputs from the input buffer row, calls the sub-env's public methods and
+copies the results into the output rows, so both batched envs share the exact same semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.batched._shared import TreeBuffer
+from tdrl.envs.core import EnvBase
+
+__all__ = ["Buffers", "EnvRunner"]
+
+
+class Buffers:
+    """The preallocated storage of a batched env (leading dim: the workers).
+
+    Attributes:
+        inputs: root entries a step or a partial reset reads (observations, states, done leaves,
+            actions).
+        next: what a step writes under ``"next"``.
+        root: the root after a reset (or after the reset of ``step_and_maybe_reset``).
+        masks: one boolean tensor per done group, shaped like the group's ``done`` leaf.
+    """
+
+    def __init__(
+        self, inputs: TreeBuffer, nxt: TreeBuffer, root: TreeBuffer, masks: list[torch.Tensor]
+    ) -> None:
+        self.inputs = inputs
+        self.next = nxt
+        self.root = root
+        self.masks = masks
+
+    def share_memory_(self) -> Buffers:
+        """Moves every storage to shared memory (in place) and returns self."""
+        for buf in (self.inputs, self.next, self.root):
+            buf.td.share_memory_()
+        for m in self.masks:
+            m.share_memory_()
+        return self
+
+    def to_parts(self) -> tuple:
+        """The storages only, for sending to a worker process (``from_parts`` rebuilds)."""
+        bufs = (self.inputs, self.next, self.root)
+        return tuple(b.td for b in bufs), tuple(b.owner for b in bufs), tuple(self.masks)
+
+    @classmethod
+    def from_parts(cls, parts: tuple) -> Buffers:
+        """Rebuilds the buffers from ``to_parts()``."""
+        tds, owners, masks = parts
+        inputs, nxt, root = (TreeBuffer(td, owner) for td, owner in zip(tds, owners))
+        return cls(inputs, nxt, root, list(masks))
+
+    def row(self, index: int) -> Buffers:
+        """The views of worker ``index``."""
+        return Buffers(
+            self.inputs.row(index),
+            self.next.row(index),
+            self.root.row(index),
+            [m[index] for m in self.masks],
+        )
+
+
+class EnvRunner:
+    """Runs commands on one sub-env, reading and writing its rows of the batched buffers.
+
+    Args:
+        env: the sub-env.
+        rows: its views of the batched buffers (``Buffers.row(i)``).
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> from tdrl.envs.batched._serial import SerialEnv
+        >>> env = SerialEnv(2, CountingEnv)
+        >>> _ = env.reset()
+        >>> runner = env._runners[1]
+        >>> runner.step(())
+        >>> env._buffers.next.td["observation"].flatten().tolist()
+        [0.0, 1.0]
+    """
+
+    def __init__(self, env: EnvBase, rows: Buffers) -> None:
+        self.env = env
+        self.rows = rows
+        self._reset_keys = [g.reset for g in env.done_groups]
+        # ParallelEnv buffers live on the cpu (shared memory); an env on another device gets
+        # its inputs moved there (outputs are copied back by ``copy_``).
+        here = rows.inputs.td.device or torch.device("cpu")
+        self._device = env.device if env.device is not None and env.device != here else None
+
+    def _inputs(self, missing: Sequence[int]) -> TensorDictBase:
+        td = self.rows.inputs.view(missing)
+        return td if self._device is None else td.to(self._device)
+
+    def step(self, missing: Sequence[int]) -> None:
+        """``env.step`` on the input row; writes ``"next"`` into the next row."""
+        out = self.env.step(self._inputs(missing))
+        self.rows.next.write_all(out.get("next"))
+
+    def step_and_maybe_reset(self, missing: Sequence[int]) -> bool:
+        """``env.step_and_maybe_reset``; writes both rows and returns whether a reset happened."""
+        out, root = self.env.step_and_maybe_reset(self._inputs(missing))
+        self.rows.next.write_all(out.get("next"))
+        self.rows.root.write_all(root)
+        return self.env.any_done(out.get("next"))
+
+    def reset(self, groups: Sequence[int] | None, missing: Sequence[int]) -> None:
+        """Full reset when ``groups`` is None, else a partial reset of the masked groups."""
+        if groups is None:
+            out = self.env.reset()
+        else:
+            td = self._inputs(missing)
+            for g in groups:
+                mask = self.rows.masks[g]
+                td.set(self._reset_keys[g], mask if self._device is None else mask.to(self._device))
+            out = self.env.reset(td)
+        self.rows.root.write_all(out)
+
+    def set_seed(self, seed: int) -> int:
+        """Seeds the sub-env; returns the next seed of the chain."""
+        return int(self.env.set_seed(seed))
+
+    def close(self) -> None:
+        """Closes the sub-env."""
+        self.env.close()

@@ -1,0 +1,99 @@
+"""SerialEnv: several copies of an env stepped one after the other in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory
+from tdrl.envs.batched._runner import Buffers, EnvRunner
+from tdrl.envs.core import EnvBase, EnvMeta
+
+__all__ = ["SerialEnv"]
+
+
+class SerialEnv(BatchedEnvBase):
+    """Runs ``num_workers`` sub-envs in this process behind one batched env.
+
+    The batch size is ``[num_workers, *sub_env.batch_size]`` and the specs are the sub-env specs
+    expanded to it. The sub-envs are built in the constructor; they must all have the same specs.
+    Outputs are fresh tensors (the caller may keep them across steps); inputs are copied into a
+    preallocated buffer whose row ``i`` is what sub-env ``i`` receives. Errors raised by a sub-env
+    propagate unchanged. Use it to debug what a :class:`ParallelEnv` would do, or when the sub-envs
+    are too cheap for processes to pay off.
+
+    Args:
+        num_workers: number of sub-envs.
+        create_env_fn: a callable returning an :class:`EnvBase` (an env class, a lambda, an
+            :class:`EnvCreator`), or a list with one per sub-env.
+        create_env_kwargs: keyword arguments of the factory: one dict for all, or one per sub-env.
+
+    Raises:
+        ValueError: the sub-envs do not have the same specs (the message names the first
+            differing one and the entry).
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> env = SerialEnv(3, CountingEnv, {"max_steps": 4})
+        >>> env.batch_size, env.action_spec.shape
+        (torch.Size([3]), torch.Size([3, 1]))
+        >>> env.rollout(10)["next", "observation"].shape
+        torch.Size([3, 4, 1])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._envs: list[EnvBase] = []
+        self._runners: list[EnvRunner] = []
+        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+
+    def _read_meta(self) -> EnvMeta:
+        try:
+            for creator in self._creators:
+                self._envs.append(creator())
+            metas = [EnvMeta.from_env(env) for env in self._envs]
+            for i, meta in enumerate(metas[1:], start=1):
+                diff = metas[0].difference(meta)
+                if diff is not None:
+                    raise ValueError(
+                        f"SerialEnv.__init__: sub-env {i} does not have the specs of sub-env 0 "
+                        f"(got {diff}). Every factory must build envs with identical specs."
+                    )
+        except BaseException:
+            for env in self._envs:
+                env.close()
+            self._envs.clear()
+            raise
+        return metas[0]
+
+    @property
+    def envs(self) -> list[EnvBase]:
+        """The sub-envs (row ``i`` of the batch is ``envs[i]``)."""
+        return list(self._envs)
+
+    def _ready_buffers(self) -> Buffers:
+        if self._buffers is None:
+            if self.is_closed:
+                raise RuntimeError(
+                    "SerialEnv: the env is closed (got a call after close(); expected none). "
+                    "Build a new SerialEnv."
+                )
+            self._buffers = self._make_buffers(self.device)
+            self._runners = [
+                EnvRunner(env, self._buffers.row(i)) for i, env in enumerate(self._envs)
+            ]
+        return self._buffers
+
+    def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
+        runners = self._runners
+        return [getattr(runners[w], cmd)(*args) for w in workers]
+
+    def _close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._runners = []
+        self._buffers = None
