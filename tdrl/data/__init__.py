@@ -1,3 +1,41 @@
-"""tdrl.data."""
+"""tdrl.data: replay buffers and their storages, samplers and writers (see :mod:`tdrl.data.replay`)."""
 
-__all__: list[str] = []
+from tdrl.data.replay import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    PrioritizedReplayBuffer,
+    PrioritizedSampler,
+    RandomSampler,
+    ReplayBuffer,
+    RoundRobinWriter,
+    Sampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+    Storage,
+    TensorDictMaxValueWriter,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+    TensorStorage,
+    Writer,
+)
+
+__all__ = [
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "PrioritizedReplayBuffer",
+    "PrioritizedSampler",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "Storage",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "TensorStorage",
+    "Writer",
+]

@@ -1,3 +1,41 @@
-"""tdrl.data.replay."""
+"""Replay buffers: storages, samplers, writers and pickle-free checkpoints.
 
-__all__: list[str] = []
+A buffer is a :class:`Storage` (where data lives), a :class:`Sampler` (which elements a batch
+holds) and a :class:`Writer` (where new data goes)::
+
+    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(10**6))
+    rb.extend(collected)                  # a TensorDict of batch [N] (or [env, time])
+    sample = rb.sample(256)               # carries "index" and "priority_weight"
+    sample["td_error"] = td_error         # computed by the loss
+    rb.update_tensordict_priority(sample)
+    rb.dumps("ckpt/rb")                   # atomic, pickle-free; rb.loads("ckpt/rb") restores
+"""
+
+from ._buffers import PrioritizedReplayBuffer, ReplayBuffer
+from ._prioritized import PrioritizedSampler
+from ._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
+from ._slice import SliceSampler
+from ._storages import ListStorage, Storage
+from ._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
+from ._tensor_storages import LazyMemmapStorage, LazyTensorStorage, TensorStorage
+from ._writers import RoundRobinWriter, TensorDictMaxValueWriter, Writer
+
+__all__ = [
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "PrioritizedReplayBuffer",
+    "PrioritizedSampler",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "Storage",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "TensorStorage",
+    "Writer",
+]

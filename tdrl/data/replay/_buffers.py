@@ -1,0 +1,558 @@
+"""The replay buffer: a storage, a sampler and a writer behind one small API."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tdrl.errors import CheckpointError
+
+from ._checkpoint import atomic_write_dir, read_json, read_tree, resolve_checkpoint_dir, write_tree
+from ._prefetch import Prefetcher
+from ._prioritized import PrioritizedSampler
+from ._samplers import RandomSampler, Sampler
+from ._storages import Batch, ListStorage, Storage
+from ._writers import RoundRobinWriter, Writer
+
+__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer"]
+
+FORMAT = "tdrl.replay_buffer"
+VERSION = 1
+_METADATA = "buffer_metadata.json"
+
+
+def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(
+            f"{owner}: invalid {name} (got {value!r}; expected None or an int >= 1). Fix the argument."
+        )
+    return value
+
+
+def _config_diff(prefix: str, saved: Any, current: dict[str, Any]) -> list[str]:
+    if not isinstance(saved, dict):
+        return [f"{prefix} (got {saved!r}; expected {current})"]
+    keys = sorted(set(saved) | set(current))
+    return [
+        f"{prefix}.{k} (checkpoint {saved.get(k)!r}, this buffer {current.get(k)!r})"
+        for k in keys
+        if saved.get(k) != current.get(k)
+    ]
+
+
+class ReplayBuffer:
+    """Stores data and samples batches of it.
+
+    A buffer combines a :class:`~tdrl.data.Storage` (where data lives), a
+    :class:`~tdrl.data.Sampler` (which elements a batch holds) and a :class:`~tdrl.data.Writer`
+    (where new data goes). It holds tensors, TensorDicts or pytrees (nested dicts/lists/tuples) of
+    tensors; :meth:`sample` returns the same kind of data, stacked. With ``return_info=True`` it
+    also returns an info dict: ``"index"`` (flat indices of the sampled elements) and the sampler's
+    extras (``"priority_weight"`` for :class:`~tdrl.data.PrioritizedSampler`).
+
+    Thread safety: ``extend``, ``sample`` and ``update_priority`` take a lock, so a prefetch thread
+    or a collector thread may use the buffer concurrently.
+
+    Args:
+        storage: defaults to ``ListStorage(1000)``.
+        sampler: defaults to :class:`~tdrl.data.RandomSampler`.
+        writer: defaults to :class:`~tdrl.data.RoundRobinWriter`.
+        transform: a callable applied to every sampled batch (for TensorDict buffers, a tdrl
+            ``Transform`` or any ``TensorDict -> TensorDict`` callable).
+        batch_size: the default batch size of :meth:`sample` (needed for iteration and prefetch).
+        prefetch: the number of batches a background thread samples ahead (``None``: no thread).
+            Prefetched batches may predate later ``extend``/``update_priority`` calls.
+        generator: the random generator of the sampler; a seeded one makes sampling
+            reproducible (its state is part of checkpoints).
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, generator=torch.Generator().manual_seed(0))
+        >>> rb.extend({"obs": torch.randn(10, 3), "action": torch.zeros(10, dtype=torch.long)})
+        tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+        >>> batch = rb.sample()
+        >>> batch["obs"].shape, len(rb)
+        (torch.Size([4, 3]), 10)
+    """
+
+    def __init__(
+        self,
+        *,
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Writer | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        name = type(self).__name__
+        for arg, value, kind in (
+            ("storage", storage, Storage),
+            ("sampler", sampler, Sampler),
+            ("writer", writer, Writer),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"{name}: invalid {arg} (got {type(value).__name__}; expected a {kind.__name__}). Pass a tdrl {kind.__name__}."
+                )
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"{name}: invalid generator (got {type(generator).__name__}; expected a torch.Generator). Pass torch.Generator().manual_seed(seed)."
+            )
+        self._storage = storage if storage is not None else ListStorage(1000)
+        self._sampler = sampler if sampler is not None else RandomSampler()
+        self._writer = writer if writer is not None else RoundRobinWriter()
+        self._sampler.check_storage(self._storage)
+        self._writer.check_storage(self._storage)
+        self._transform = transform
+        self._batch_size = _positive_or_none(name, "batch_size", batch_size)
+        self._prefetch = _positive_or_none(name, "prefetch", prefetch)
+        self._generator = generator
+        self._lock = threading.RLock()
+        self._prefetcher: Prefetcher | None = None
+        self._last_ran_out = False
+
+    # -- accessors ------------------------------------------------------------------------------
+
+    @property
+    def storage(self) -> Storage:
+        """The storage."""
+        return self._storage
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler."""
+        return self._sampler
+
+    @property
+    def writer(self) -> Writer:
+        """The writer."""
+        return self._writer
+
+    @property
+    def batch_size(self) -> int | None:
+        """The default batch size of :meth:`sample`."""
+        return self._batch_size
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The random generator used for sampling (``None``: the global one)."""
+        return self._generator
+
+    @property
+    def transform(self) -> Callable[[Any], Any] | None:
+        """The callable applied to sampled batches."""
+        return self._transform
+
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(storage={type(self._storage).__name__}(max_size="
+            f"{self._storage.max_size}), sampler={type(self._sampler).__name__}, writer="
+            f"{type(self._writer).__name__}, len={len(self)}, batch_size={self._batch_size})"
+        )
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def extend(self, data: Any) -> torch.Tensor:
+        """Adds a batch of elements and returns their flat indices.
+
+        Args:
+            data: a batch (leading dim = elements; ``[env, time]`` for ``ndim=2`` storages).
+
+        Returns:
+            The flat index of every element, shaped like the data's leading dims (``-1`` for
+            elements a max-value writer dropped).
+
+        Raises:
+            ValueError: if keys, shapes or dtypes do not match the stored data (nothing is
+                written then).
+        """
+        with self._lock:
+            return self._write(data, single=False)
+
+    def add(self, data: Any) -> torch.Tensor:
+        """Adds one element (one step per env for ``ndim=2``) and returns its flat index.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> rb.add(torch.ones(3))
+            tensor(0)
+        """
+        with self._lock:
+            return self._write(data, single=True).squeeze(-1)
+
+    def _prepare_data(self, data: Any) -> Any:
+        return data
+
+    def _write(self, data: Any, single: bool) -> torch.Tensor:
+        data = self._prepare_data(data)
+        batch = self._storage.prepare(data, single=single)
+        slots = self._writer.write(self._storage, batch)
+        index = self._storage.flat_index(slots)
+        keep = self._written(slots)
+        self._sampler.add(self._storage, index if keep is None else index[..., keep])
+        self._after_write(batch, index, keep)
+        return index
+
+    def _written(self, slots: torch.Tensor) -> Any:
+        """Which rows of the write survive: ``None`` for all, else an index or a slice."""
+        if slots.numel() > self._storage.slots:  # the first rows were overwritten at once
+            return slice(slots.numel() - self._storage.slots, None)
+        if slots.numel() and int(slots.min()) < 0:
+            return (slots >= 0).nonzero().squeeze(1)
+        return None
+
+    def _after_write(self, batch: Batch, index: torch.Tensor, keep: Any) -> None:
+        """Hook run after a write (TensorDict buffers set priorities from the data)."""
+
+    # -- sampling -------------------------------------------------------------------------------
+
+    def _resolve_batch_size(self, batch_size: int | None) -> int:
+        name = type(self).__name__
+        if batch_size is None:
+            if self._batch_size is None:
+                raise ValueError(
+                    f"{name}.sample: no batch size (got batch_size=None and no default; expected an int). Pass batch_size to sample() or to the constructor."
+                )
+            return self._batch_size
+        _positive_or_none(f"{name}.sample", "batch_size", batch_size)
+        if self._prefetch and batch_size != self._batch_size:
+            raise ValueError(
+                f"{name}.sample: a prefetching buffer samples its own batch size (got {batch_size}; expected {self._batch_size}). Call sample() without batch_size."
+            )
+        return batch_size
+
+    def _sample_now(self, batch_size: int) -> tuple[Any, dict[str, torch.Tensor], bool]:
+        with self._lock:
+            index, extra = self._sampler.sample(self._storage, batch_size, self._generator)
+            data = self._storage.get(index)
+            ran_out = self._sampler.ran_out
+        info = {"index": index, **extra}
+        data = self._attach(data, info)
+        if self._transform is not None:
+            data = self._transform(data)
+        return data, info, ran_out
+
+    def _attach(self, data: Any, info: dict[str, torch.Tensor]) -> Any:
+        """Hook that puts the info into the sample (TensorDict buffers)."""
+        return data
+
+    def _fetch(self, batch_size: int) -> tuple[Any, dict[str, torch.Tensor], bool]:
+        if not self._prefetch:
+            return self._sample_now(batch_size)
+        if self._prefetcher is None:
+            self._prefetcher = Prefetcher(lambda: self._sample_now(batch_size), self._prefetch)
+        try:
+            return self._prefetcher.get()
+        except BaseException:
+            self._stop_prefetch()
+            raise
+
+    def sample(self, batch_size: int | None = None, *, return_info: bool = False) -> Any:
+        """Samples a batch.
+
+        Args:
+            batch_size: the number of elements; defaults to the constructor's ``batch_size``.
+            return_info: also return the info dict (``"index"``, ``"priority_weight"``, ...).
+
+        Returns:
+            The batch (after ``transform``), or ``(batch, info)`` with ``return_info``.
+
+        Raises:
+            RuntimeError: if the buffer is empty.
+        """
+        data, info, ran_out = self._fetch(self._resolve_batch_size(batch_size))
+        self._last_ran_out = ran_out
+        return (data, info) if return_info else data
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yields ``sample()`` until the sampler ends an epoch (never, for random samplers).
+
+        Examples:
+            >>> import itertools
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+            >>> _ = rb.extend(torch.arange(5))
+            >>> len(list(itertools.islice(rb, 3)))
+            3
+        """
+        if self._batch_size is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.__iter__: no batch size (got None; expected an int). Build the buffer with batch_size=... to iterate."
+            )
+        while True:
+            yield self.sample()
+            if self._last_ran_out:
+                return
+
+    # -- priorities -----------------------------------------------------------------------------
+
+    def update_priority(self, index: Any, priority: Any) -> None:
+        """Sets the priority of the elements at flat ``index`` (prioritized samplers only).
+
+        Raises:
+            TypeError: if the sampler has no priorities.
+            IndexError: if an index is not a stored element.
+            ValueError: if shapes differ, or priorities are NaN, infinite or negative.
+        """
+        name = type(self).__name__
+        if not isinstance(self._sampler, PrioritizedSampler):
+            raise TypeError(
+                f"{name}.update_priority: the sampler has no priorities (got {type(self._sampler).__name__}; expected a PrioritizedSampler). Build the buffer with a PrioritizedSampler."
+            )
+        index = torch.as_tensor(index)
+        with self._lock:
+            n = len(self._storage)
+            if index.numel():
+                low, high = (int(x) for x in torch.aminmax(index))
+                if low < 0 or high >= n:
+                    raise IndexError(
+                        f"{name}.update_priority: index out of range (got [{low}, {high}]; "
+                        f"expected 0 <= index < len={n}). Pass indices returned by sample() or "
+                        "extend()."
+                    )
+            self._sampler.update_priority(index, priority)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _stop_prefetch(self) -> None:
+        prefetcher, self._prefetcher = self._prefetcher, None
+        if prefetcher is not None:
+            prefetcher.close()
+
+    def empty(self) -> None:
+        """Removes every element (stops the prefetch thread; it restarts on the next sample)."""
+        self._stop_prefetch()
+        with self._lock:
+            self._storage.empty()
+            self._writer.empty()
+            self._sampler.empty()
+            self._last_ran_out = False
+
+    def close(self) -> None:
+        """Stops the prefetch thread; idempotent (also run on garbage collection)."""
+        self._stop_prefetch()
+
+    def __enter__(self) -> ReplayBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def _components(self) -> dict[str, Any]:
+        return {
+            "buffer": {"class": type(self).__name__},
+            "storage": self._storage.config(),
+            "sampler": self._sampler.config(),
+            "writer": self._writer.config(),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole buffer state: tensors and JSON values, storage tensors as views (no copy).
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(torch.arange(3))
+            >>> rb2 = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> rb2.load_state_dict(rb.state_dict())
+            >>> len(rb2)
+            3
+        """
+        with self._lock:
+            generator = {} if self._generator is None else {"state": self._generator.get_state()}
+            return {
+                "format": FORMAT,
+                "version": VERSION,
+                "components": self._components(),
+                "len": len(self),
+                "storage": self._storage.state_dict(),
+                "sampler": self._sampler.state_dict(),
+                "writer": self._writer.state_dict(),
+                "generator": generator,
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` into this buffer (built with matching components).
+
+        Everything is validated before the buffer changes.
+
+        Raises:
+            CheckpointError: if the state is invalid or was saved from different components.
+        """
+        self._load(state, f"{type(self).__name__}.load_state_dict")
+
+    def _check_header(self, state: Any, where: str) -> None:
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise CheckpointError(
+                f"{where}: not a replay buffer state (got format {state.get('format') if isinstance(state, dict) else type(state).__name__!r}; expected {FORMAT!r}). Pass what state_dict()/dumps() produced."
+            )
+        if state.get("version") != VERSION:
+            raise CheckpointError(
+                f"{where}: unsupported version (got {state.get('version')!r}; expected {VERSION}). Load it with the tdrl version that wrote it."
+            )
+        diffs: list[str] = []
+        for part, current in self._components().items():
+            diffs += _config_diff(part, state.get("components", {}).get(part), current)
+        if diffs:
+            raise CheckpointError(
+                f"{where}: the checkpoint does not match this buffer (got differences {'; '.join(diffs)}; expected identical components). Build the buffer with the same classes and arguments."
+            )
+
+    def _checked_generator_state(self, state: dict[str, Any], where: str) -> torch.Tensor | None:
+        gen = state.get("generator")
+        if not isinstance(gen, dict) or "state" not in gen:
+            return None
+        try:
+            torch.Generator().set_state(gen["state"])
+        except (RuntimeError, TypeError) as err:
+            raise CheckpointError(
+                f"{where}: invalid generator state ({err}). The checkpoint is corrupted; dump again."
+            ) from err
+        return gen["state"]
+
+    def _load(self, state: dict[str, Any], where: str) -> None:
+        self._check_header(state, where)
+        generator_state = self._checked_generator_state(state, where)
+        # Dry runs on copies validate the sampler and writer states before anything changes.
+        for part in ("sampler", "writer"):
+            copy.deepcopy(getattr(self, f"_{part}")).load_state_dict(state[part])
+        self._stop_prefetch()
+        with self._lock:
+            self._storage.load_state_dict(state["storage"])
+            self._sampler.load_state_dict(state["sampler"])
+            self._writer.load_state_dict(state["writer"])
+            if generator_state is not None:
+                if self._generator is None:
+                    self._generator = torch.Generator()
+                self._generator.set_state(generator_state)
+            self._last_ran_out = False
+
+    def dumps(self, path: str | os.PathLike[str]) -> None:
+        """Writes a pickle-free checkpoint directory, atomically.
+
+        Layout: ``buffer_metadata.json`` (components and format), ``storage/`` (one raw
+        ``.memmap`` file per tensor leaf, nested keys as folders, ``meta.json`` with dtypes and
+        shapes), ``sampler/``, ``writer/`` and ``generator/``. The directory is first written to a
+        temporary sibling, fsynced, then swapped into place: an interrupted dump leaves the
+        previous checkpoint intact. Dumping again to the same path replaces it.
+
+        Raises:
+            CheckpointError: for a :class:`~tdrl.data.ListStorage` (it holds arbitrary objects),
+                or if ``path`` is a non-empty directory that is not a checkpoint.
+
+        Examples:
+            >>> import tempfile
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(torch.arange(4))
+            >>> path = tempfile.mkdtemp()
+            >>> rb.dumps(path)
+            >>> rb2 = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> rb2.loads(path)
+            >>> len(rb2)
+            4
+        """
+        where = f"{type(self).__name__}.dumps"
+        if not self._storage.checkpointable:
+            raise CheckpointError(
+                f"{where}: {type(self._storage).__name__} cannot be dumped (got a storage of arbitrary Python objects; expected a tensor storage). Use LazyTensorStorage or LazyMemmapStorage."
+            )
+        with self._lock:
+            state = self.state_dict()
+            header = {k: state.pop(k) for k in ("format", "version", "components", "len")}
+            atomic_write_dir(path, lambda tmp: write_tree(tmp, state, {_METADATA: header}), where)
+
+    def loads(self, path: str | os.PathLike[str]) -> None:
+        """Restores a checkpoint written by :meth:`dumps` (no pickle: JSON and raw files only).
+
+        Unknown extra files in the directory are ignored.
+
+        Raises:
+            CheckpointError: if the directory is missing, partial or corrupted, or was dumped from
+                a buffer with different components.
+        """
+        where = f"{type(self).__name__}.loads"
+        directory = resolve_checkpoint_dir(path, where)
+        header = read_json(Path(directory) / _METADATA, where)
+        if not isinstance(header, dict):
+            raise CheckpointError(
+                f"{where}: invalid {_METADATA} (got {type(header).__name__}; expected an object). The checkpoint is corrupted; dump again."
+            )
+        tree = read_tree(directory, where)
+        missing = [k for k in ("storage", "sampler", "writer") if not isinstance(tree.get(k), dict)]
+        if missing:
+            raise CheckpointError(
+                f"{where}: the checkpoint lacks {missing} (got {sorted(tree)}; expected storage, sampler and writer). The checkpoint is partial; dump again."
+            )
+        self._load({**tree, **header}, where)
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A :class:`ReplayBuffer` with a :class:`~tdrl.data.PrioritizedSampler`.
+
+    :meth:`sample` returns ``(batch, info)`` by default: ``info["index"]`` to pass back to
+    :meth:`update_priority`, ``info["priority_weight"]`` to weight the loss.
+
+    Args:
+        alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
+        beta: importance-weight exponent.
+        eps: added to priorities.
+        storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
+        writer, transform, batch_size, prefetch, generator: as in :class:`ReplayBuffer`.
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage, PrioritizedReplayBuffer
+        >>> rb = PrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(100), batch_size=8)
+        >>> _ = rb.extend(torch.randn(20, 3))
+        >>> data, info = rb.sample()
+        >>> rb.update_priority(info["index"], torch.rand(8))
+        >>> sorted(info)
+        ['index', 'priority_weight']
+    """
+
+    def __init__(
+        self,
+        *,
+        alpha: float,
+        beta: float,
+        eps: float = 1e-8,
+        storage: Storage | None = None,
+        writer: Writer | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        storage = storage if storage is not None else ListStorage(1000)
+        super().__init__(
+            storage=storage,
+            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps),
+            writer=writer,
+            transform=transform,
+            batch_size=batch_size,
+            prefetch=prefetch,
+            generator=generator,
+        )
+
+    def sample(self, batch_size: int | None = None, *, return_info: bool = True) -> Any:
+        """Samples ``(batch, info)`` (just the batch with ``return_info=False``)."""
+        return super().sample(batch_size, return_info=return_info)

@@ -1,0 +1,225 @@
+"""Flatten buffer data (a TensorDict or a pytree of tensors) into a list of leaves and back.
+
+The storages keep one preallocated tensor per leaf. A :class:`Structure` records where every leaf
+lives (its key path) so that sampled leaves can be put back into the user's format. Structures are
+plain, hashable, JSON-encodable values: they are compared on every ``extend`` (cheap) and written
+into checkpoints as JSON (no pickle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+__all__ = ["Structure", "align", "flatten", "structure_from_json", "unflatten"]
+
+# A key path: the dict keys / sequence positions from the root to a leaf.
+Path = tuple[Any, ...]
+
+
+def _not_a_tensordict(cls: type) -> bool:
+    # Non-tensor entries (NonTensorData, tensorclasses) must surface as leaves so that they are
+    # rejected with a clear error instead of being silently dropped.
+    return not issubclass(cls, TensorDictBase)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Where the leaves of one data item live.
+
+    Attributes:
+        kind: ``"tensordict"`` or ``"pytree"``.
+        paths: the key path of every leaf, in leaf order.
+        spec: for pytrees, the container nesting as nested tuples
+            (``("T",)`` a tensor, ``("dict", keys, children)``, ``("list"|"tuple", children)``);
+            ``None`` for TensorDicts.
+    """
+
+    kind: str
+    paths: tuple[Path, ...]
+    spec: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns a JSON-encodable description (see :func:`structure_from_json`)."""
+        return {
+            "kind": self.kind,
+            "paths": [list(p) for p in self.paths],
+            "spec": _spec_to_json(self.spec),
+        }
+
+
+def align(
+    structure: Structure, leaves: list[torch.Tensor], target: Structure
+) -> list[torch.Tensor] | None:
+    """Returns ``leaves`` in ``target`` order, or ``None`` if the structures differ.
+
+    TensorDicts with the same keys inserted in another order match.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> s1, _ = flatten(TensorDict({"a": torch.zeros(1), "b": torch.ones(1)}, [1]))
+        >>> s2, leaves = flatten(TensorDict({"b": torch.ones(1), "a": torch.zeros(1)}, [1]))
+        >>> [x.item() for x in align(s2, leaves, s1)]
+        [0.0, 1.0]
+    """
+    if structure == target:
+        return leaves
+    if structure.kind == target.kind == "tensordict" and set(structure.paths) == set(target.paths):
+        by_path = dict(zip(structure.paths, leaves))
+        return [by_path[p] for p in target.paths]
+    return None
+
+
+def structure_from_json(obj: Any) -> Structure:
+    """Rebuilds a :class:`Structure` written by :meth:`Structure.to_json`.
+
+    Raises:
+        ValueError: if ``obj`` is not a valid description.
+
+    Examples:
+        >>> s, _ = flatten({"a": torch.zeros(2), "b": [torch.ones(2)]})
+        >>> structure_from_json(s.to_json()) == s
+        True
+    """
+    if not isinstance(obj, dict) or obj.get("kind") not in ("tensordict", "pytree"):
+        raise ValueError(f"invalid structure description {obj!r}")
+    paths = obj.get("paths")
+    if not isinstance(paths, list) or not all(isinstance(p, list) for p in paths):
+        raise ValueError(f"invalid leaf paths {paths!r}")
+    if obj["kind"] == "tensordict":
+        if not all(p and all(isinstance(k, str) for k in p) for p in paths):
+            raise ValueError(f"invalid TensorDict keys {paths!r}")
+        return Structure("tensordict", tuple(tuple(p) for p in paths))
+    spec = _spec_from_json(obj.get("spec"))
+    built = Structure("pytree", tuple(tuple(p) for p in paths), spec)
+    if _spec_paths(spec, ()) != list(built.paths):
+        raise ValueError("pytree leaf paths do not match the container spec")
+    return built
+
+
+def _spec_to_json(spec: Any) -> Any:
+    if isinstance(spec, tuple):
+        return [_spec_to_json(x) for x in spec]
+    return spec
+
+
+def _spec_from_json(obj: Any) -> Any:
+    if obj == ["T"]:
+        return ("T",)
+    if isinstance(obj, list) and len(obj) == 3 and obj[0] == "dict":
+        keys, children = obj[1], obj[2]
+        if not all(isinstance(k, str) for k in keys) or len(keys) != len(children):
+            raise ValueError(f"invalid dict spec {obj!r}")
+        return ("dict", tuple(keys), tuple(_spec_from_json(c) for c in children))
+    if isinstance(obj, list) and len(obj) == 2 and obj[0] in ("list", "tuple"):
+        return (obj[0], tuple(_spec_from_json(c) for c in obj[1]))
+    raise ValueError(f"invalid pytree spec {obj!r}")
+
+
+def _spec_paths(spec: Any, prefix: Path) -> list[Path]:
+    if spec[0] == "T":
+        return [prefix]
+    if spec[0] == "dict":
+        out: list[Path] = []
+        for key, child in zip(spec[1], spec[2]):
+            out += _spec_paths(child, (*prefix, key))
+        return out
+    out = []
+    for i, child in enumerate(spec[1]):
+        out += _spec_paths(child, (*prefix, i))
+    return out
+
+
+def _flatten_pytree(data: Any, prefix: Path, leaves: list[torch.Tensor]) -> Any:
+    if isinstance(data, torch.Tensor):
+        leaves.append(data)
+        return ("T",)
+    if isinstance(data, dict):
+        keys = tuple(data)
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError(f"pytree dict keys must be strings (got {keys!r})")
+        children = tuple(_flatten_pytree(data[k], (*prefix, k), leaves) for k in keys)
+        return ("dict", keys, children)
+    if isinstance(data, (list, tuple)) and type(data) in (list, tuple):
+        kind = "list" if isinstance(data, list) else "tuple"
+        return (kind, tuple(_flatten_pytree(v, (*prefix, i), leaves) for i, v in enumerate(data)))
+    raise TypeError(
+        f"unsupported data of type {type(data).__name__} at {prefix!r} "
+        "(expected a TensorDict, a tensor, or dicts/lists/tuples of tensors)"
+    )
+
+
+def flatten(data: Any) -> tuple[Structure, list[torch.Tensor]]:
+    """Splits ``data`` into its structure and its tensor leaves.
+
+    Args:
+        data: a TensorDict, a tensor, or nested dicts (string keys) / lists / tuples of tensors.
+
+    Returns:
+        ``(structure, leaves)``.
+
+    Raises:
+        TypeError: if the data holds something else than tensors (for instance non-tensor
+            TensorDict entries).
+
+    Examples:
+        >>> s, leaves = flatten({"obs": torch.zeros(3, 2), "next": {"obs": torch.ones(3, 2)}})
+        >>> s.paths
+        (('obs',), ('next', 'obs'))
+    """
+    if isinstance(data, TensorDictBase):
+        paths, leaves = [], []
+        for key, value in data.items(True, True, is_leaf=_not_a_tensordict):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(
+                    f"entry {key!r} is a {type(value).__name__}, not a tensor "
+                    "(tensor storages only hold tensors)"
+                )
+            paths.append(key if isinstance(key, tuple) else (key,))
+            leaves.append(value)
+        return Structure("tensordict", tuple(paths)), leaves
+    leaves = []
+    spec = _flatten_pytree(data, (), leaves)
+    return Structure("pytree", tuple(_spec_paths(spec, ())), spec), leaves
+
+
+def _unflatten_pytree(spec: Any, it: Any) -> Any:
+    if spec[0] == "T":
+        return next(it)
+    if spec[0] == "dict":
+        return {k: _unflatten_pytree(c, it) for k, c in zip(spec[1], spec[2])}
+    items = [_unflatten_pytree(c, it) for c in spec[1]]
+    return items if spec[0] == "list" else tuple(items)
+
+
+def unflatten(
+    structure: Structure, leaves: Sequence[torch.Tensor], batch_size: Sequence[int]
+) -> Any:
+    """Rebuilds data of ``structure`` from its leaves (the inverse of :func:`flatten`).
+
+    Args:
+        structure: the structure returned by :func:`flatten`.
+        leaves: one tensor per leaf, in ``structure.paths`` order.
+        batch_size: the TensorDict batch size (ignored for pytrees).
+
+    Examples:
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2])
+        >>> s, leaves = flatten(td)
+        >>> unflatten(s, leaves, [2])["n", "b"]
+        tensor([1., 1.])
+    """
+    if structure.kind == "pytree":
+        return _unflatten_pytree(structure.spec, iter(leaves))
+    root: dict[str, Any] = {}
+    for path, leaf in zip(structure.paths, leaves):
+        node = root
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = leaf
+    # ``_new_unsafe`` skips the per-call validation of the public constructor (~5x faster); the
+    # leaves come from our own storage, so their shapes are known to be consistent.
+    return TensorDict._new_unsafe(root, batch_size=torch.Size(batch_size))

@@ -1,0 +1,194 @@
+"""Sampling slices of consecutive steps from stored trajectories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tdrl.errors import CheckpointError
+
+from ._samplers import Sampler, check_not_empty
+from ._storages import Storage
+
+__all__ = ["SliceSampler"]
+
+
+def _stable_order(order: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """Re-sorts ``order`` by ``key[order]``, keeping the previous order on ties."""
+    return order[torch.sort(key[order], stable=True).indices]
+
+
+def _key_list(key: Any) -> Any:
+    return list(key) if isinstance(key, tuple) else key
+
+
+class SliceSampler(Sampler):
+    """Samples ``num_slices`` slices of ``slice_len`` consecutive steps, each inside one trajectory.
+
+    Trajectories are told apart either by a trajectory-id entry (``traj_key``) or by an end-of-
+    trajectory flag (``end_key``, default ``("next", "done")``: a step with the flag set is the
+    last of its trajectory). Steps are put back in the order they were written, so trajectories
+    that wrap around the ring buffer stay whole.
+
+    Batched environments interleave trajectories. With an ``ndim=2`` (``[env, time]``) storage
+    every env is its own stream and either key works. With data flattened into an ``ndim=1``
+    storage, use ``traj_key`` (ids must differ between envs); ``end_key`` then requires every
+    trajectory to be stored contiguously.
+
+    The batch holds ``batch_size = num_slices * slice_len`` elements, slice after slice:
+    ``sample.reshape(num_slices, slice_len)`` recovers the slices. With ``strict_length=False``,
+    trajectories shorter than ``slice_len`` are sampled whole and the batch may be smaller.
+
+    Args:
+        num_slices: the number of slices per batch (give this or ``slice_len``).
+        slice_len: the steps per slice (give this or ``num_slices``).
+        end_key: the end-of-trajectory flag entry.
+        traj_key: the trajectory-id entry (instead of ``end_key``).
+        strict_length: only sample full-length slices.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), sampler=SliceSampler(slice_len=3, traj_key="traj"), batch_size=6)
+        >>> traj = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1])  # two interleaved trajectories
+        >>> _ = rb.extend(TensorDict({"traj": traj, "t": torch.arange(8) // 2}, [8]))
+        >>> s = rb.sample().reshape(2, 3)
+        >>> bool((s["traj"] == s["traj"][:, :1]).all()), bool((s["t"].diff(dim=1) == 1).all())
+        (True, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        num_slices: int | None = None,
+        slice_len: int | None = None,
+        end_key: Any = None,
+        traj_key: Any = None,
+        strict_length: bool = True,
+    ) -> None:
+        if (num_slices is None) == (slice_len is None):
+            raise ValueError(
+                f"SliceSampler: give exactly one of num_slices and slice_len (got num_slices="
+                f"{num_slices!r}, slice_len={slice_len!r}). The batch size sets the other."
+            )
+        if any(
+            v is not None and (not isinstance(v, int) or v < 1) for v in (num_slices, slice_len)
+        ):
+            raise ValueError(
+                f"SliceSampler: invalid slice count or length (got num_slices={num_slices!r}, "
+                f"slice_len={slice_len!r}; expected an int >= 1). Fix the argument."
+            )
+        if end_key is not None and traj_key is not None:
+            raise ValueError(
+                f"SliceSampler: give end_key or traj_key, not both (got end_key={end_key!r}, "
+                f"traj_key={traj_key!r}). Keep the one that marks trajectories."
+            )
+        self.num_slices, self.slice_len = num_slices, slice_len
+        self.traj_key = traj_key
+        self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
+        self.strict_length = strict_length
+        self._stamp = torch.empty(0, dtype=torch.long)
+        self._clock = 0
+        self._cache: tuple[int, int, tuple[torch.Tensor, ...]] | None = None
+
+    def add(self, storage: Storage, index: torch.Tensor) -> None:
+        """Records the write order of the elements at ``index`` (shape ``[*env, time]``)."""
+        if self._stamp.numel() != storage.capacity:
+            stamp = torch.full((storage.capacity,), -1, dtype=torch.long)
+            stamp[: self._stamp.numel()] = self._stamp[: storage.capacity]
+            self._stamp = stamp
+        steps = index.shape[-1] if index.dim() else 1
+        stamps = (self._clock + torch.arange(steps)).expand(index.shape)
+        self._stamp[index.reshape(-1)] = stamps.reshape(-1)
+        self._clock += steps
+
+    def _split(self, storage: Storage, n: int) -> tuple[torch.Tensor, ...]:
+        """Returns ``(order, starts, lengths)``: storage positions grouped by trajectory in time
+        order, and where each trajectory starts in ``order`` and how long it is."""
+        order = torch.sort(self._stamp[:n], stable=True).indices
+        stream = torch.arange(n) % storage.env_numel
+        if self.traj_key is not None:
+            traj = storage.get_leaf(self.traj_key).reshape(n, -1)[:, 0].to("cpu", torch.long)
+            order = _stable_order(_stable_order(order, traj), stream)
+            new = torch.ones(n, dtype=torch.bool)
+            new[1:] = (traj[order][1:] != traj[order][:-1]) | (
+                stream[order][1:] != stream[order][:-1]
+            )
+        else:
+            end = storage.get_leaf(self.end_key).reshape(n, -1).any(1).to("cpu")
+            order = _stable_order(order, stream)
+            new = torch.ones(n, dtype=torch.bool)
+            new[1:] = end[order][:-1] | (stream[order][1:] != stream[order][:-1])
+        starts = new.nonzero().squeeze(1)
+        lengths = torch.diff(starts, append=torch.tensor([n]))
+        return order, starts, lengths
+
+    def _shape(self, batch_size: int) -> tuple[int, int]:
+        per = self.slice_len if self.slice_len is not None else self.num_slices
+        assert per is not None
+        if batch_size % per:
+            raise ValueError(
+                f"SliceSampler.sample: batch_size is not a multiple of "
+                f"{'slice_len' if self.slice_len else 'num_slices'} (got {batch_size}; expected a "
+                f"multiple of {per}). Change the batch size."
+            )
+        return (batch_size // per, per) if self.slice_len is not None else (per, batch_size // per)
+
+    def sample(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Draws slices uniformly among all valid (trajectory, start) windows."""
+        n = check_not_empty(self, storage)
+        num_slices, slice_len = self._shape(batch_size)
+        if self._cache is None or self._cache[:2] != (self._clock, n):
+            self._cache = (self._clock, n, self._split(storage, n))
+        order, starts, lengths = self._cache[2]
+        windows = (lengths - slice_len + 1).clamp(min=0 if self.strict_length else 1)
+        cum = windows.cumsum(0)
+        if int(cum[-1]) == 0:
+            raise ValueError(
+                f"SliceSampler.sample: no trajectory is long enough (got a longest trajectory of "
+                f"{int(lengths.max())} steps; expected at least slice_len={slice_len}). Use shorter "
+                "slices, strict_length=False, or add data."
+            )
+        pick = torch.randint(int(cum[-1]), (num_slices,), generator=generator)
+        traj = torch.searchsorted(cum, pick, right=True)
+        first = starts[traj] + pick - (cum[traj] - windows[traj])
+        rows = first.unsqueeze(1) + torch.arange(slice_len)
+        if not self.strict_length:
+            rows = rows[rows < (starts[traj] + lengths[traj]).unsqueeze(1)]
+        return order[rows.reshape(-1)], {}
+
+    def empty(self) -> None:
+        self._stamp = torch.empty(0, dtype=torch.long)
+        self._clock, self._cache = 0, None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "class": type(self).__name__,
+            "num_slices": self.num_slices,
+            "slice_len": self.slice_len,
+            "end_key": _key_list(self.end_key),
+            "traj_key": _key_list(self.traj_key),
+            "strict_length": self.strict_length,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The write-order stamp of every element and the write clock."""
+        return {"stamp": self._stamp, "clock": self._clock}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        stamp, clock = state.get("stamp"), state.get("clock")
+        if not (
+            isinstance(stamp, torch.Tensor)
+            and stamp.dtype == torch.long
+            and stamp.dim() == 1
+            and isinstance(clock, int)
+        ):
+            raise CheckpointError(
+                "SliceSampler.load_state_dict: invalid write-order state (got stamp="
+                f"{type(stamp).__name__}, clock={clock!r}; expected a 1-D int64 tensor and an "
+                "int). The checkpoint is corrupted; dump again."
+            )
+        self._stamp, self._clock, self._cache = stamp.clone(), clock, None

@@ -1,0 +1,304 @@
+"""Storage interface and the list storage.
+
+A storage holds ``max_size`` elements. Writers place data in *slots* along the storage's write
+dimension (time); samplers and users address elements with *flat indices*. For ``ndim=1`` storages
+slots and flat indices coincide. Tensor storages with ``ndim > 1`` (see
+:class:`~tdrl.data.LazyTensorStorage`) hold ``[env, time]`` layouts and use time-major flat indices.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from ._pytree import Structure, align, flatten, unflatten
+
+__all__ = ["Batch", "ListStorage", "Storage"]
+
+
+@dataclass
+class Batch:
+    """Data validated by :meth:`Storage.prepare`, ready to be written.
+
+    Attributes:
+        data: the user's data (with a leading dim added for single items).
+        length: the number of write slots it fills (its size along the write dimension).
+        leaves: for tensor storages, one tensor per leaf with the write dimension first.
+        items: for list storages, one element per slot.
+        layout: for list storages, the element structure and leaf signature (``None``: objects).
+    """
+
+    data: Any
+    length: int
+    leaves: list[torch.Tensor] = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
+    layout: Any = None
+
+    def select(self, rows: torch.Tensor) -> Batch:
+        """Keeps the given rows (positions along the write dimension)."""
+        if self.items:
+            items = [self.items[i] for i in rows.tolist()]
+            return Batch(self.data, rows.numel(), items=items, layout=self.layout)
+        leaves = [leaf.index_select(0, rows.to(leaf.device)) for leaf in self.leaves]
+        return Batch(self.data, rows.numel(), leaves=leaves)
+
+
+class Storage(abc.ABC):
+    """Where a replay buffer keeps its data.
+
+    Subclasses implement :meth:`prepare` (validate without writing), :meth:`write_range`,
+    :meth:`write_index` and :meth:`get`. ``len(storage)`` counts the valid elements; they are the
+    flat indices ``0 .. len(storage) - 1``.
+
+    Examples:
+        >>> storage = ListStorage(10)
+        >>> batch = storage.prepare(torch.arange(3))
+        >>> storage.write_range(0, batch)
+        >>> len(storage), storage.get(torch.tensor([2, 0]))
+        (3, tensor([2, 0]))
+    """
+
+    #: whether :meth:`state_dict` holds only tensors and JSON values (``dumps`` support).
+    checkpointable: bool = True
+
+    def __init__(self, max_size: int) -> None:
+        if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 1:
+            raise ValueError(
+                f"{type(self).__name__}: invalid max_size (got {max_size!r}; expected an int "
+                ">= 1). Pass the number of elements the storage holds."
+            )
+        self.max_size = max_size
+        self.ndim = 1
+        self._filled = 0
+
+    @property
+    def slots(self) -> int:
+        """The number of slots along the write dimension (``max_size`` for ``ndim=1``)."""
+        return self.max_size
+
+    @property
+    def filled(self) -> int:
+        """The number of slots written at least once."""
+        return self._filled
+
+    @property
+    def env_numel(self) -> int:
+        """Elements per slot (the product of the env dims; 1 for ``ndim=1``)."""
+        return 1
+
+    @property
+    def capacity(self) -> int:
+        """The largest number of elements the storage can hold."""
+        return self.slots * self.env_numel
+
+    def __len__(self) -> int:
+        return self._filled * self.env_numel
+
+    def flat_index(self, slots: torch.Tensor) -> torch.Tensor:
+        """Flat indices of the elements in ``slots`` (shape ``[*env, len(slots)]``)."""
+        return slots
+
+    @abc.abstractmethod
+    def prepare(self, data: Any, single: bool = False) -> Batch:
+        """Validates ``data`` (a batch, or one item if ``single``) without writing it."""
+
+    @abc.abstractmethod
+    def write_range(self, start: int, batch: Batch) -> None:
+        """Writes ``batch`` into consecutive slots from ``start``, wrapping around."""
+
+    @abc.abstractmethod
+    def write_index(self, slots: torch.Tensor, batch: Batch) -> None:
+        """Writes row ``i`` of ``batch`` into slot ``slots[i]`` (slots are unique)."""
+
+    @abc.abstractmethod
+    def get(self, index: torch.Tensor) -> Any:
+        """Returns the elements at the flat indices ``index`` (1-D), stacked."""
+
+    @abc.abstractmethod
+    def get_leaf(self, key: Any) -> torch.Tensor:
+        """Returns the valid elements of one leaf as a ``[len(self), ...]`` tensor."""
+
+    def empty(self) -> None:
+        """Forgets every element (allocated memory is kept for reuse)."""
+        self._filled = 0
+
+    def config(self) -> dict[str, Any]:
+        """The construction arguments a checkpoint must match."""
+        return {"class": type(self).__name__, "max_size": self.max_size, "ndim": self.ndim}
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """The content of the storage (tensors and JSON values for checkpointable storages)."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
+
+    def _update_filled(self, start: int, length: int) -> None:
+        self._filled = max(self._filled, min(start + length, self.slots))
+
+
+def _is_tensor_data(data: Any) -> bool:
+    return isinstance(data, (TensorDictBase, torch.Tensor, dict, tuple))
+
+
+class ListStorage(Storage):
+    """A storage that keeps every element as its own Python object.
+
+    Tensor data (a TensorDict, a tensor or a pytree of tensors) is split along its first dim and
+    each element keeps its own tensors (views of the data given); sampling stacks them back.
+    Anything else can be stored from a list, one element per list item, and is sampled as a list.
+    Flexible but slower than tensor storages, and not checkpointable with ``dumps`` (use
+    :class:`~tdrl.data.LazyTensorStorage` for that).
+
+    Args:
+        max_size: the number of elements the storage holds.
+
+    Examples:
+        >>> from tdrl.data import ListStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=ListStorage(100), batch_size=4)
+        >>> _ = rb.extend(["a", "b", "c"])
+        >>> len(rb), len(rb.sample())
+        (3, 4)
+    """
+
+    checkpointable = False
+
+    def __init__(self, max_size: int) -> None:
+        super().__init__(max_size)
+        self._items: list[Any] = []
+        # Tensor data: the structure and (shape, dtype) of each element's leaves; None for objects.
+        self._structure: Structure | None = None
+        self._signature: tuple[Any, ...] | None = None
+
+    def _fail(self, what: str, got: Any, expected: Any, fix: str) -> ValueError:
+        return ValueError(f"ListStorage.extend: {what} (got {got}; expected {expected}). {fix}.")
+
+    def _rows(self, data: Any, single: bool) -> tuple[Structure, list[tuple[torch.Tensor, ...]]]:
+        structure, leaves = flatten(data)
+        if single:
+            return structure, [tuple(leaves)]
+        lead = {leaf.shape[0] if leaf.dim() else None for leaf in leaves}
+        if len(lead) > 1 or None in lead:
+            raise self._fail(
+                "the leaves disagree on the batch size",
+                sorted(lead, key=str),
+                "one shared first dim",
+                "Fix the data, or use add() for a single element",
+            )
+        return structure, list(zip(*(leaf.unbind(0) for leaf in leaves)))
+
+    def prepare(self, data: Any, single: bool = False) -> Batch:
+        """Splits ``data`` into elements and checks they match the stored ones.
+
+        Examples:
+            >>> ListStorage(5).prepare(torch.zeros(3, 2)).length
+            3
+        """
+        if not _is_tensor_data(data):
+            if not single and not isinstance(data, list):
+                raise TypeError(
+                    f"ListStorage.extend: cannot split a {type(data).__name__} into elements "
+                    "(got it; expected tensor data or a list). Use add() for a single element."
+                )
+            items = [data] if single else list(data)
+            if self._structure is not None and len(self):
+                raise self._fail(
+                    "objects cannot join tensor data",
+                    type(data).__name__,
+                    "tensor data",
+                    "Empty the buffer first",
+                )
+            return Batch(data, len(items), items=items)
+        structure, rows = self._rows(data, single)
+        if len(self) and self._structure is not None and structure != self._structure and rows:
+            if align(structure, list(rows[0]), self._structure) is not None:
+                # The same keys in another order: reorder every element.
+                order = [structure.paths.index(p) for p in self._structure.paths]
+                structure, rows = self._structure, [tuple(r[i] for i in order) for r in rows]
+        signature = tuple((tuple(x.shape), x.dtype) for x in rows[0]) if rows else None
+        if len(self) and (structure, signature) != (self._structure, self._signature):
+            raise self._fail(
+                "the data does not match the stored elements",
+                f"keys {list(structure.paths)} with shapes/dtypes {signature}",
+                f"keys {list(self._structure.paths) if self._structure else None} with "
+                f"{self._signature}",
+                "Extend with the same keys, shapes and dtypes, or empty() the buffer first",
+            )
+        return Batch(data, len(rows), items=rows, layout=(structure, signature))
+
+    def _remember(self, batch: Batch) -> None:
+        if not len(self):
+            self._structure, self._signature = batch.layout or (None, None)
+
+    def write_range(self, start: int, batch: Batch) -> None:
+        """Stores the elements of ``batch`` from slot ``start`` on."""
+        self._remember(batch)
+        items = batch.items[-self.max_size :]
+        start = (start + batch.length - len(items)) % self.max_size
+        for offset, item in enumerate(items):
+            self._set(start + offset, item)
+
+    def write_index(self, slots: torch.Tensor, batch: Batch) -> None:
+        """Stores element ``i`` of ``batch`` into ``slots[i]``."""
+        self._remember(batch)
+        for slot, item in zip(slots.tolist(), batch.items):
+            self._set(slot, item)
+
+    def _set(self, slot: int, item: Any) -> None:
+        slot %= self.max_size
+        if slot >= len(self._items):
+            self._items.extend([None] * (slot + 1 - len(self._items)))
+        self._items[slot] = item
+        self._update_filled(slot, 1)
+
+    def get(self, index: torch.Tensor) -> Any:
+        """Returns the elements at ``index``: tensor data stacked, objects as a list.
+
+        Examples:
+            >>> s = ListStorage(5)
+            >>> s.write_range(0, s.prepare(torch.arange(4)))
+            >>> s.get(torch.tensor([3, 1]))
+            tensor([3, 1])
+        """
+        items = [self._items[i] for i in index.tolist()]
+        if self._structure is None:
+            return items
+        columns = [torch.stack(column) for column in zip(*items)]
+        return unflatten(self._structure, columns, (len(items),))
+
+    def get_leaf(self, key: Any) -> torch.Tensor:
+        """Stacks leaf ``key`` (a TensorDict key or a pytree key path) of every valid element."""
+        path = key if isinstance(key, tuple) else (key,)
+        paths = self._structure.paths if self._structure is not None else ()
+        if path not in paths:
+            raise KeyError(
+                f"ListStorage.get_leaf: no entry {key!r} (got {key!r}; expected one of "
+                f"{list(paths)}). Check the key."
+            )
+        i = paths.index(path)
+        return torch.stack([item[i] for item in self._items[: len(self)]])
+
+    def empty(self) -> None:
+        super().empty()
+        self._items = []
+        self._structure = self._signature = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stored elements (in memory only: a list storage cannot be dumped)."""
+        return {
+            "filled": self._filled,
+            "items": list(self._items[: self._filled]),
+            "structure": self._structure,
+            "signature": self._signature,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`."""
+        self._items = list(state["items"])
+        self._filled = int(state["filled"])
+        self._structure, self._signature = state["structure"], state["signature"]

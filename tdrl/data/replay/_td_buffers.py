@@ -1,0 +1,204 @@
+"""Replay buffers for TensorDict data: samples carry ``"index"`` and the sampler's extras."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from ._buffers import ReplayBuffer
+from ._prioritized import PrioritizedSampler
+from ._samplers import Sampler
+from ._storages import Batch, ListStorage, Storage
+from ._writers import Writer
+
+__all__ = ["TensorDictPrioritizedReplayBuffer", "TensorDictReplayBuffer"]
+
+_REDUCE = {
+    "max": lambda x: x.amax(-1),
+    "min": lambda x: x.amin(-1),
+    "sum": lambda x: x.sum(-1),
+    "mean": lambda x: x.mean(-1),
+    "median": lambda x: x.median(-1).values,
+}
+# Entries a sample adds; they are not stored when a sample is extended back into a buffer.
+_SAMPLE_KEYS = ("index", "priority_weight")
+
+
+def _reduce_priority(priority: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Reduces the dims of ``priority`` beyond the dims of ``index`` (e.g. ``[B, 1] -> [B]``)."""
+    if priority.shape == index.shape:
+        return priority
+    if priority.shape[: index.dim()] != index.shape:
+        raise ValueError(
+            "TensorDictReplayBuffer.update_tensordict_priority: the priority does not match the "
+            f"index (got priority {list(priority.shape)}, index {list(index.shape)}; expected the "
+            "priority shape to start with the index shape). Compute one priority per element."
+        )
+    return _REDUCE[reduction](priority.reshape(*index.shape, -1).float())
+
+
+class TensorDictReplayBuffer(ReplayBuffer):
+    """A replay buffer for TensorDicts whose samples carry their storage index.
+
+    A sample is a TensorDict of batch size ``[batch_size]`` holding the stored entries plus
+    ``"index"`` (flat storage indices; for ``ndim=2`` storages see
+    :meth:`~tdrl.data.TensorStorage.unravel_index`) and the sampler's extras
+    (``"priority_weight"`` with a :class:`~tdrl.data.PrioritizedSampler`). Extending with a
+    sample drops those two entries. With a prioritized sampler, data that holds ``priority_key``
+    is added with those priorities instead of the maximum.
+
+    Args:
+        priority_key: the entry :meth:`update_tensordict_priority` reads priorities from.
+        storage, sampler, writer, transform, batch_size, prefetch, generator: as in
+            :class:`~tdrl.data.ReplayBuffer`.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
+        >>> _ = rb.extend(TensorDict({"obs": torch.randn(10, 3), "next": {"obs": torch.randn(10, 3)}}, [10]))
+        >>> sample = rb.sample()
+        >>> sample.batch_size, sorted(sample.keys())
+        (torch.Size([4]), ['index', 'next', 'obs'])
+    """
+
+    def __init__(
+        self,
+        *,
+        priority_key: Any = "td_error",
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Writer | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__(
+            storage=storage,
+            sampler=sampler,
+            writer=writer,
+            transform=transform,
+            batch_size=batch_size,
+            prefetch=prefetch,
+            generator=generator,
+        )
+        self.priority_key = priority_key
+
+    def _prepare_data(self, data: Any) -> Any:
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(
+                f"{type(self).__name__}.extend: the data is a {type(data).__name__} (expected a "
+                "TensorDict). Wrap it in a TensorDict or use ReplayBuffer."
+            )
+        keys = data.keys()
+        drop = [k for k in _SAMPLE_KEYS if k in keys]
+        return data.exclude(*drop) if drop else data
+
+    def _after_write(self, batch: Batch, index: torch.Tensor, keep: Any) -> None:
+        if not isinstance(self._sampler, PrioritizedSampler):
+            return
+        data = batch.data
+        if self.priority_key not in data.keys(True, True):
+            return
+        priority = _reduce_priority(data.get(self.priority_key), index, self._sampler.reduction)
+        if keep is not None:
+            index, priority = index[..., keep], priority[..., keep]
+        self._sampler.update_priority(index, priority)
+
+    def _attach(self, data: Any, info: dict[str, torch.Tensor]) -> Any:
+        device = data.device
+        for key, value in info.items():
+            data.set(key, value if device is None else value.to(device, non_blocking=True))
+        return data
+
+    def update_tensordict_priority(self, data: TensorDictBase) -> None:
+        """Updates priorities from a (sampled) TensorDict: ``data[priority_key]`` at ``data["index"]``.
+
+        Extra priority dims (for instance ``[B, 1]`` or per-agent values) are reduced with the
+        sampler's ``reduction``.
+
+        Raises:
+            KeyError: if ``"index"`` or ``priority_key`` is missing.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> from tdrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+            >>> rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(10), batch_size=4)
+            >>> _ = rb.extend(TensorDict({"obs": torch.randn(6, 2)}, [6]))
+            >>> sample = rb.sample()
+            >>> sample["td_error"] = torch.rand(4, 1)
+            >>> rb.update_tensordict_priority(sample)
+        """
+        keys = list(data.keys(True, True))
+        for key in ("index", self.priority_key):
+            if key not in keys:
+                raise KeyError(
+                    f"{type(self).__name__}.update_tensordict_priority: no {key!r} entry (got keys "
+                    f"{keys}). Pass a sample of this buffer with its {self.priority_key!r} entry set."
+                )
+        if not isinstance(self._sampler, PrioritizedSampler):
+            self.update_priority(data.get("index"), data.get(self.priority_key))  # raises
+            return
+        index = data.get("index")
+        priority = _reduce_priority(data.get(self.priority_key), index, self._sampler.reduction)
+        self.update_priority(index, priority)
+
+
+class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
+    """A :class:`TensorDictReplayBuffer` with a :class:`~tdrl.data.PrioritizedSampler`.
+
+    Samples carry ``"index"`` and ``"priority_weight"``; after computing the loss, set
+    ``sample[priority_key]`` (for instance the TD error) and call
+    :meth:`update_tensordict_priority`.
+
+    Args:
+        alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
+        beta: importance-weight exponent.
+        eps: added to priorities.
+        reduction: how extra priority dims are reduced.
+        priority_key: the priority entry (default ``"td_error"``).
+        storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
+        writer, transform, batch_size, prefetch, generator: as in :class:`~tdrl.data.ReplayBuffer`.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+        >>> rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(100), batch_size=8)
+        >>> _ = rb.extend(TensorDict({"obs": torch.randn(20, 3)}, [20]))
+        >>> sample = rb.sample()
+        >>> sample["td_error"] = sample["obs"].abs().sum(-1)
+        >>> rb.update_tensordict_priority(sample)
+        >>> sample["priority_weight"].shape
+        torch.Size([8])
+    """
+
+    def __init__(
+        self,
+        *,
+        alpha: float,
+        beta: float,
+        eps: float = 1e-8,
+        reduction: str = "max",
+        priority_key: Any = "td_error",
+        storage: Storage | None = None,
+        writer: Writer | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        storage = storage if storage is not None else ListStorage(1000)
+        super().__init__(
+            priority_key=priority_key,
+            storage=storage,
+            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps, reduction),
+            writer=writer,
+            transform=transform,
+            batch_size=batch_size,
+            prefetch=prefetch,
+            generator=generator,
+        )

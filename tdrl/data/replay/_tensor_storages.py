@@ -1,0 +1,481 @@
+"""Preallocated tensor storages: in memory (optionally on a device) or memory-mapped files."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.errors import CheckpointError
+
+from ._pytree import Structure, align, flatten, structure_from_json, unflatten
+from ._storages import Batch, Storage
+
+__all__ = ["LazyMemmapStorage", "LazyTensorStorage", "TensorStorage"]
+
+
+def _describe_keys(paths: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    return [p[0] if len(p) == 1 else p for p in paths]
+
+
+def _state_paths(structure: Structure) -> list[tuple[str, ...]]:
+    """Where each leaf goes in a state dict: TensorDict keys as nested dicts, pytree leaves by
+    position (``leaf0``, ``leaf1``, ...)."""
+    if structure.kind == "tensordict":
+        return [tuple(path) for path in structure.paths]
+    return [(f"leaf{i}",) for i in range(len(structure.paths))]
+
+
+class TensorStorage(Storage):
+    """Base of the storages that keep one preallocated tensor per data leaf.
+
+    Memory is allocated on the first write from that data: every leaf (nested keys included) gets a
+    ``[max_size, *leaf_shape]`` tensor. With ``ndim=2`` the data is laid out ``[env, time, ...]``:
+    ``extend`` takes ``[n_env, T, ...]`` data and appends ``T`` steps to every env, the storage
+    holds ``max_size // n_env`` steps per env, and the flat index of env ``e`` at time slot ``t``
+    is ``t * n_env + e`` (see :meth:`unravel_index`). Extra batch dims after the first ``ndim``
+    are part of each element: sampled TensorDicts have the batch size ``[batch_size]``.
+
+    Subclasses choose where memory lives by overriding :meth:`_allocate`.
+
+    Args:
+        max_size: the number of elements the storage holds.
+        ndim: the number of leading data dims that index elements (``1``: ``[N]``; ``2``:
+            ``[env, time]``).
+    """
+
+    def __init__(self, max_size: int, *, ndim: int = 1) -> None:
+        super().__init__(max_size)
+        if not isinstance(ndim, int) or ndim < 1:
+            raise ValueError(
+                f"{type(self).__name__}: invalid ndim (got {ndim!r}; expected an int >= 1). "
+                "Use 1 for [N] data and 2 for [env, time] data."
+            )
+        self.ndim = ndim
+        self._structure: Structure | None = None
+        self._bufs: list[torch.Tensor] = []
+        self._flat: list[torch.Tensor] = []
+        self._env_shape: tuple[int, ...] = ()
+        self._slots = max_size
+        self._device: torch.device | None = None
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    @property
+    def env_numel(self) -> int:
+        return math.prod(self._env_shape)
+
+    @property
+    def initialized(self) -> bool:
+        """Whether memory was allocated (by a first write)."""
+        return self._structure is not None
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of the stored tensors (``None`` until the first write)."""
+        return self._device
+
+    def flat_index(self, slots: torch.Tensor) -> torch.Tensor:
+        if self.ndim == 1:
+            return slots
+        env = torch.arange(self.env_numel).view(*self._env_shape, 1)
+        return slots * self.env_numel + env
+
+    def unravel_index(self, index: torch.Tensor) -> torch.Tensor:
+        """Converts flat indices to ``[..., ndim]`` coordinates ``(*env, time)``.
+
+        Examples:
+            >>> s = LazyTensorStorage(8, ndim=2)
+            >>> s.write_range(0, s.prepare(torch.zeros(2, 3)))
+            >>> s.unravel_index(torch.tensor([0, 1, 5]))
+            tensor([[0, 0],
+                    [1, 0],
+                    [1, 2]])
+        """
+        coords = [index // self.env_numel]
+        rest = index % self.env_numel
+        for size in reversed(self._env_shape):
+            coords.insert(0, rest % size)
+            rest = rest // size
+        return torch.stack(coords[-self.ndim :], dim=-1)
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def _fail(self, what: str, got: Any, expected: Any, fix: str) -> ValueError:
+        return ValueError(
+            f"{type(self).__name__}.extend: {what} (got {got}; expected {expected}). {fix}."
+        )
+
+    def _lead(self, data: Any, leaves: list[torch.Tensor]) -> tuple[int, ...]:
+        """Returns the element-indexing (leading ``ndim``) dims of ``data``."""
+        if isinstance(data, TensorDictBase):
+            shape: tuple[int, ...] = tuple(data.batch_size)
+        else:
+            shapes = {tuple(leaf.shape[: self.ndim]) for leaf in leaves}
+            if len(shapes) > 1:
+                raise self._fail(
+                    "the leaves disagree on the leading dims",
+                    sorted(shapes),
+                    "one shared shape",
+                    "Fix the data",
+                )
+            shape = shapes.pop() if shapes else ()
+        if len(shape) < self.ndim:
+            raise self._fail(
+                "the data has too few batch dims",
+                list(shape),
+                f"at least ndim={self.ndim}",
+                "Extend with a batch, or use add() for a single element",
+            )
+        return shape[: self.ndim]
+
+    def _match_structure(
+        self, structure: Structure, leaves: list[torch.Tensor]
+    ) -> list[torch.Tensor]:
+        assert self._structure is not None
+        stored = self._structure
+        aligned = align(structure, leaves, stored)
+        if aligned is not None:
+            return aligned
+        missing = [p for p in stored.paths if p not in structure.paths]
+        extra = [p for p in structure.paths if p not in stored.paths]
+        raise self._fail(
+            "the data keys do not match the storage",
+            f"missing {_describe_keys(tuple(missing))}, unexpected {_describe_keys(tuple(extra))}",
+            f"keys {_describe_keys(stored.paths)}",
+            "Extend with the same entries as the first write, or empty() and build a new buffer",
+        )
+
+    def prepare(self, data: Any, single: bool = False) -> Batch:
+        """Validates ``data`` against the storage (allocating it on the first write).
+
+        Raises:
+            ValueError: if keys, shapes, dtypes or the env dims do not match the stored data.
+            TypeError: if the data holds something else than tensors.
+
+        Examples:
+            >>> s = LazyTensorStorage(10)
+            >>> s.prepare(torch.zeros(4, 3)).length
+            4
+        """
+        structure, leaves = flatten(data)
+        if single:
+            leaves = [leaf.unsqueeze(self.ndim - 1) for leaf in leaves]
+            if isinstance(data, TensorDictBase):
+                data = data.unsqueeze(self.ndim - 1)
+        lead = self._lead(data, leaves)
+        if self._structure is None:
+            self._allocate_all(structure, leaves, lead)
+        else:
+            leaves = self._match_structure(structure, leaves)
+        self._check_leaves(leaves, lead)
+        if self.ndim > 1:
+            leaves = [leaf.movedim(self.ndim - 1, 0) for leaf in leaves]
+        return Batch(data, lead[-1], leaves=leaves)
+
+    def _check_leaves(self, leaves: list[torch.Tensor], lead: tuple[int, ...]) -> None:
+        assert self._structure is not None
+        if lead[:-1] != self._env_shape:
+            raise self._fail(
+                "the env dims do not match the storage",
+                list(lead[:-1]),
+                list(self._env_shape),
+                "Extend with the same number of envs",
+            )
+        for path, leaf, buf in zip(self._structure.paths, leaves, self._bufs):
+            if leaf.shape[self.ndim :] != buf.shape[self.ndim :] or leaf.dtype != buf.dtype:
+                raise self._fail(
+                    f"entry {_describe_keys((path,))[0]!r} has the wrong shape or dtype",
+                    f"shape {list(leaf.shape[self.ndim :])}, {leaf.dtype}",
+                    f"shape {list(buf.shape[self.ndim :])}, {buf.dtype}",
+                    "Cast or reshape the data",
+                )
+
+    # -- allocation -----------------------------------------------------------------------------
+
+    def _allocate(
+        self,
+        index: int,
+        path: tuple[Any, ...],
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> torch.Tensor:
+        """Returns an uninitialised tensor for leaf ``index``; subclasses pick the memory."""
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    def _allocate_all(
+        self, structure: Structure, leaves: list[torch.Tensor], lead: tuple[int, ...]
+    ) -> None:
+        env_shape = tuple(lead[:-1])
+        slots = self.max_size // max(math.prod(env_shape), 1)
+        if slots < 1 or math.prod(env_shape) == 0:
+            raise self._fail(
+                "max_size is smaller than the number of envs",
+                list(env_shape),
+                f"at most max_size={self.max_size} envs",
+                "Increase max_size",
+            )
+        device = self._device or leaves[0].device
+        bufs = [
+            self._allocate(
+                i, path, (slots, *env_shape, *leaf.shape[self.ndim :]), leaf.dtype, device
+            )
+            for i, (path, leaf) in enumerate(zip(structure.paths, leaves))
+        ]
+        self._set_layout(structure, bufs, env_shape, device)
+
+    def _set_layout(
+        self,
+        structure: Structure,
+        bufs: list[torch.Tensor],
+        env_shape: tuple[int, ...],
+        device: torch.device,
+    ) -> None:
+        self._structure, self._bufs, self._env_shape = structure, bufs, env_shape
+        self._slots = bufs[0].shape[0] if bufs else self.max_size
+        self._device = device
+        n = self._slots * self.env_numel
+        self._flat = [buf.view(n, *buf.shape[self.ndim :]) for buf in bufs]
+
+    # -- hot paths ------------------------------------------------------------------------------
+
+    def write_range(self, start: int, batch: Batch) -> None:
+        """Copies ``batch`` into slots ``start, start + 1, ...`` (wrapping), with slice copies."""
+        length, leaves, cap = batch.length, batch.leaves, self._slots
+        if length > cap:  # only the last ``cap`` rows survive
+            leaves = [leaf[length - cap :] for leaf in leaves]
+            start, length = (start + length - cap) % cap, cap
+        end = start + length
+        if end <= cap:
+            for buf, leaf in zip(self._bufs, leaves):
+                buf[start:end].copy_(leaf)
+        else:
+            head = cap - start
+            for buf, leaf in zip(self._bufs, leaves):
+                buf[start:].copy_(leaf[:head])
+                buf[: end - cap].copy_(leaf[head:])
+        self._update_filled(start, length)
+
+    def write_index(self, slots: torch.Tensor, batch: Batch) -> None:
+        """Copies row ``i`` of ``batch`` into slot ``slots[i]`` with ``index_copy_``."""
+        if not slots.numel():
+            return
+        device_slots = slots.to(self._device)
+        for buf, leaf in zip(self._bufs, batch.leaves):
+            buf.index_copy_(0, device_slots, leaf.to(buf.device))
+        self._filled = max(self._filled, int(slots.max()) + 1)
+
+    def get(self, index: torch.Tensor) -> Any:
+        """Gathers the elements at the flat indices ``index`` with ``index_select``.
+
+        Examples:
+            >>> s = LazyTensorStorage(10)
+            >>> s.write_range(0, s.prepare(torch.arange(5) * 10))
+            >>> s.get(torch.tensor([4, 1]))
+            tensor([40, 10])
+        """
+        if self._structure is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.get: the storage is empty (got no write; expected extend() first). Add data before sampling."
+            )
+        if index.device != self._device:
+            index = index.to(self._device, non_blocking=True)
+        leaves = [torch.index_select(flat, 0, index) for flat in self._flat]
+        return unflatten(self._structure, leaves, (index.numel(),))
+
+    def get_leaf(self, key: Any) -> torch.Tensor:
+        """Returns leaf ``key`` (a TensorDict key or a pytree key path) for the valid elements."""
+        path = key if isinstance(key, tuple) else (key,)
+        paths = self._structure.paths if self._structure is not None else ()
+        if path not in paths:
+            raise KeyError(
+                f"{type(self).__name__}.get_leaf: no entry {key!r} (got {key!r}; expected one of {_describe_keys(paths)}). Check the key."
+            )
+        return self._flat[paths.index(path)][: len(self)]
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The written part of every leaf (views, no copy) and the layout, as JSON values."""
+        if self._structure is None:
+            return {"initialized": False, "filled": 0}
+        data: dict[str, Any] = {}
+        for path, buf in zip(_state_paths(self._structure), self._bufs):
+            node = data
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = buf[: self._filled]
+        return {
+            "initialized": True,
+            "filled": self._filled,
+            "structure": self._structure.to_json(),
+            "env_shape": list(self._env_shape),
+            "data": data,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` (validated first; raises ``CheckpointError``)."""
+        if not state.get("initialized"):
+            self.empty()
+            return
+        structure, leaves, env_shape = self._parse_state(state)
+        filled = state["filled"]
+        same = (
+            self._structure == structure
+            and self._env_shape == env_shape
+            and all(
+                b.dtype == x.dtype and b.shape[1:] == x.shape[1:]
+                for b, x in zip(self._bufs, leaves)
+            )
+        )
+        if not same:
+            device = self._device or torch.device("cpu")
+            bufs = [
+                self._allocate(i, p, (self._slots_for(env_shape), *x.shape[1:]), x.dtype, device)
+                for i, (p, x) in enumerate(zip(structure.paths, leaves))
+            ]
+            self._set_layout(structure, bufs, env_shape, device)
+        for buf, leaf in zip(self._bufs, leaves):
+            buf[:filled].copy_(leaf)
+        self._filled = filled
+
+    def _slots_for(self, env_shape: tuple[int, ...]) -> int:
+        return self.max_size // max(math.prod(env_shape), 1)
+
+    def _parse_state(
+        self, state: dict[str, Any]
+    ) -> tuple[Structure, list[torch.Tensor], tuple[int, ...]]:
+        where = f"{type(self).__name__}.load_state_dict"
+        try:
+            structure = structure_from_json(state["structure"])
+            env_shape = tuple(state["env_shape"])
+            filled = state["filled"]
+            leaves = []
+            for path in _state_paths(structure):
+                node = state["data"]
+                for key in path:
+                    node = node[key]
+                leaves.append(node)
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(
+                f"{where}: invalid storage state ({err!r}). The checkpoint is corrupted; dump again."
+            ) from err
+        slots = self._slots_for(env_shape)
+        if (
+            not isinstance(filled, int)
+            or not 0 <= filled <= slots
+            or len(env_shape) != self.ndim - 1
+        ):
+            raise CheckpointError(
+                f"{where}: invalid fill level or layout (got filled={filled!r}, env_shape={list(env_shape)}; expected 0 <= filled <= {slots} and {self.ndim - 1} env dims). The checkpoint does not match this storage."
+            )
+        for path, leaf in zip(structure.paths, leaves):
+            if not isinstance(leaf, torch.Tensor) or tuple(leaf.shape[: self.ndim]) != (
+                filled,
+                *env_shape,
+            ):
+                got = list(leaf.shape) if isinstance(leaf, torch.Tensor) else type(leaf).__name__
+                raise CheckpointError(
+                    f"{where}: entry {path!r} has the wrong shape (got {got}; expected leading dims {[filled, *env_shape]}). The checkpoint is corrupted; dump again."
+                )
+        return structure, leaves, env_shape
+
+
+class LazyTensorStorage(TensorStorage):
+    """A tensor storage in memory, allocated on the first write.
+
+    Args:
+        max_size: the number of elements the storage holds.
+        ndim: ``1`` for ``[N, ...]`` data, ``2`` for ``[env, time, ...]`` data (see
+            :class:`TensorStorage`).
+        device: where the data lives; ``None`` means the device of the first data written.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(1000), batch_size=8)
+        >>> _ = rb.extend(TensorDict({"obs": torch.randn(16, 4), "next": {"obs": torch.randn(16, 4)}}, [16]))
+        >>> rb.sample()["next", "obs"].shape
+        torch.Size([8, 4])
+    """
+
+    def __init__(
+        self, max_size: int, *, ndim: int = 1, device: torch.device | str | None = None
+    ) -> None:
+        super().__init__(max_size, ndim=ndim)
+        self._device = torch.device(device) if device is not None else None
+
+
+_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+class LazyMemmapStorage(TensorStorage):
+    """A tensor storage backed by memory-mapped files, allocated on the first write.
+
+    Each leaf is a raw file ``<scratch_dir>/<n>_<key>.memmap``; the operating system pages data in
+    and out, so buffers larger than RAM work. Without ``scratch_dir`` the files go to a temporary
+    folder removed with the storage; with it they stay (give each storage its own folder).
+
+    Args:
+        max_size: the number of elements the storage holds.
+        ndim: ``1`` for ``[N, ...]`` data, ``2`` for ``[env, time, ...]`` data.
+        scratch_dir: the folder for the files (created); ``None`` for a temporary one.
+
+    Examples:
+        >>> from tdrl.data import LazyMemmapStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyMemmapStorage(100), batch_size=2)
+        >>> _ = rb.extend({"obs": torch.zeros(10, 3)})
+        >>> rb.sample()["obs"].shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(
+        self, max_size: int, *, ndim: int = 1, scratch_dir: str | os.PathLike[str] | None = None
+    ) -> None:
+        super().__init__(max_size, ndim=ndim)
+        self._device = torch.device("cpu")
+        self._scratch_arg = scratch_dir
+        self._scratch: str | None = None
+
+    @property
+    def scratch_dir(self) -> str | None:
+        """The folder that holds the files (``None`` until the first write)."""
+        return self._scratch
+
+    def _folder(self) -> str:
+        if self._scratch is None:
+            if self._scratch_arg is None:
+                self._scratch = tempfile.mkdtemp(prefix="tdrl-memmap-")
+                weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
+            else:
+                os.makedirs(self._scratch_arg, exist_ok=True)
+                self._scratch = os.fspath(self._scratch_arg)
+        return self._scratch
+
+    def _allocate(
+        self,
+        index: int,
+        path: tuple[Any, ...],
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> torch.Tensor:
+        numel = math.prod(shape)
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        name = _FILE_CHARS.sub("_", ".".join(str(k) for k in path))[:80]
+        filename = os.path.join(self._folder(), f"{index}_{name}.memmap")
+        with open(filename, "wb") as f:  # a sparse file: disk blocks are used when written
+            f.truncate(numel * torch.empty((), dtype=dtype).element_size())
+        # A plain tensor over a shared mapping: hot-path ops run without subclass dispatch.
+        return torch.from_file(filename, shared=True, size=numel, dtype=dtype).view(shape)

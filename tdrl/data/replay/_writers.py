@@ -1,0 +1,205 @@
+"""Writers decide which storage slots new data goes to."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.errors import CheckpointError
+
+from ._storages import Batch, Storage
+
+__all__ = ["RoundRobinWriter", "TensorDictMaxValueWriter", "Writer"]
+
+
+class Writer(abc.ABC):
+    """Places validated batches into a storage.
+
+    :meth:`write` returns, for every row of the batch (its write dimension), the slot it went to,
+    or ``-1`` when the writer dropped it.
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage
+        >>> storage, writer = LazyTensorStorage(4), RoundRobinWriter()
+        >>> writer.write(storage, storage.prepare(torch.arange(6)))
+        tensor([0, 1, 2, 3, 0, 1])
+    """
+
+    @abc.abstractmethod
+    def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
+        """Writes ``batch`` and returns the slot of each row (``-1``: dropped)."""
+
+    def check_storage(self, storage: Storage) -> None:  # noqa: B027 - optional hook
+        """Raises if the writer cannot work with ``storage``."""
+
+    def empty(self) -> None:  # noqa: B027 - optional hook
+        """Resets the writer together with an emptied storage."""
+
+    def config(self) -> dict[str, Any]:
+        """The construction arguments a checkpoint must match."""
+        return {"class": type(self).__name__}
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """The writer state as tensors and JSON values."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
+
+
+class RoundRobinWriter(Writer):
+    """Writes to consecutive slots and wraps around, overwriting the oldest data (a ring buffer).
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage, ReplayBuffer, RoundRobinWriter
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(3), writer=RoundRobinWriter())
+        >>> rb.extend(torch.arange(4))
+        tensor([0, 1, 2, 0])
+    """
+
+    def __init__(self) -> None:
+        self._cursor = 0
+
+    def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
+        """Writes ``batch`` at the cursor; returns the slots (``length`` of them, wrapped)."""
+        start = self._cursor
+        storage.write_range(start, batch)
+        self._cursor = (start + batch.length) % storage.slots
+        return torch.arange(start, start + batch.length) % storage.slots
+
+    def empty(self) -> None:
+        self._cursor = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"cursor": next slot to write}``."""
+        return {"cursor": self._cursor}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        cursor = state.get("cursor")
+        if not isinstance(cursor, int) or cursor < 0:
+            raise CheckpointError(
+                f"RoundRobinWriter.load_state_dict: invalid cursor (got {cursor!r}; expected an "
+                "int >= 0). The checkpoint is corrupted; dump again."
+            )
+        self._cursor = cursor
+
+
+_REDUCE = {
+    "sum": lambda x: x.sum(1),
+    "mean": lambda x: x.mean(1),
+    "max": lambda x: x.amax(1),
+    "min": lambda x: x.amin(1),
+}
+_REDUCTIONS = tuple(_REDUCE)
+
+
+class TensorDictMaxValueWriter(Writer):
+    """Keeps the elements with the largest ``rank_key`` value (the top ``max_size``).
+
+    While the storage has room every element is written. Once it is full, a new element replaces
+    the lowest-ranked stored one when it ranks higher; otherwise it is dropped (its slot is ``-1``,
+    also for an element of the same batch that a later, higher-ranked one displaced).
+    Ranks with extra dims are reduced with ``reduction``. Needs TensorDict data and an ``ndim=1``
+    storage.
+
+    Args:
+        rank_key: the entry ranking the elements (for instance ``("next", "reward")``).
+        reduction: how to reduce extra dims of the rank: ``"sum"``, ``"mean"``, ``"max"``, ``"min"``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer, TensorDictMaxValueWriter
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(2), writer=TensorDictMaxValueWriter(rank_key="r"))
+        >>> rb.extend(TensorDict({"r": torch.tensor([1.0, 5.0, 3.0, 0.0])}, [4]))
+        tensor([-1,  1,  0, -1])
+        >>> sorted(rb.storage.get_leaf("r").tolist())
+        [3.0, 5.0]
+    """
+
+    def __init__(self, *, rank_key: Any, reduction: str = "sum") -> None:
+        if reduction not in _REDUCTIONS:
+            raise ValueError(
+                f"TensorDictMaxValueWriter: unknown reduction (got {reduction!r}; expected one of "
+                f"{_REDUCTIONS}). Pick one of them."
+            )
+        self.rank_key = rank_key
+        self.reduction = reduction
+        self._ranks: torch.Tensor | None = None
+
+    def check_storage(self, storage: Storage) -> None:
+        if storage.ndim != 1:
+            raise ValueError(
+                f"TensorDictMaxValueWriter: unsupported storage (got ndim={storage.ndim}; expected "
+                "ndim=1). Use a one-dimensional storage."
+            )
+
+    def _rank(self, data: Any, length: int) -> torch.Tensor:
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(
+                f"TensorDictMaxValueWriter.write: the data is a {type(data).__name__} (expected a "
+                "TensorDict). Use a TensorDictReplayBuffer."
+            )
+        if self.rank_key not in data.keys(True, True):
+            raise KeyError(
+                f"TensorDictMaxValueWriter.write: no rank entry {self.rank_key!r} (got keys "
+                f"{list(data.keys(True, True))}). Add the entry to the data."
+            )
+        rank = data.get(self.rank_key).reshape(length, -1).to("cpu", torch.float64)
+        return _REDUCE[self.reduction](rank)
+
+    def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
+        """Writes the rows of ``batch`` that rank among the top ``storage.slots``."""
+        rank = self._rank(batch.data, batch.length)
+        cap = storage.slots
+        if self._ranks is None or self._ranks.numel() != cap:
+            self._ranks = torch.full((cap,), -torch.inf, dtype=torch.float64)
+        slots = torch.full((batch.length,), -1, dtype=torch.long)
+        free = min(cap - storage.filled, batch.length)
+        if free > 0:
+            slots[:free] = torch.arange(storage.filled, storage.filled + free)
+            self._ranks[slots[:free]] = rank[:free]
+        rest = torch.arange(free, batch.length)
+        if rest.numel():
+            # Top-``cap`` of (stored ranks, new ranks): the new winners take the slots of the
+            # stored losers. Stable sort: on ties stored elements win.
+            both = torch.cat([self._ranks, rank[rest]])
+            order = torch.sort(both, descending=True, stable=True).indices
+            kept, lost = order[:cap], order[cap:]
+            evicted = lost[lost < cap]
+            slots[rest[kept[kept >= cap] - cap]] = evicted
+            # A row of this batch that filled a free slot and was evicted right away is dropped.
+            slots[:free][torch.isin(slots[:free], evicted)] = -1
+        written = (slots >= 0).nonzero().squeeze(1)
+        if free > 0 and written.numel() == batch.length:
+            storage.write_index(slots, batch)
+        elif written.numel():
+            storage.write_index(slots[written], batch.select(written))
+        self._ranks[slots[written]] = rank[written]
+        return slots
+
+    def empty(self) -> None:
+        self._ranks = None
+
+    def config(self) -> dict[str, Any]:
+        key = list(self.rank_key) if isinstance(self.rank_key, tuple) else self.rank_key
+        return {"class": type(self).__name__, "rank_key": key, "reduction": self.reduction}
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"ranks": rank of every slot}`` (``-inf`` for empty slots)."""
+        return {
+            "ranks": self._ranks if self._ranks is not None else torch.empty(0, dtype=torch.float64)
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        ranks = state.get("ranks")
+        if not isinstance(ranks, torch.Tensor) or ranks.dim() != 1 or ranks.dtype != torch.float64:
+            raise CheckpointError(
+                "TensorDictMaxValueWriter.load_state_dict: invalid ranks (got "
+                f"{type(ranks).__name__}; expected a 1-D float64 tensor). The checkpoint is "
+                "corrupted; dump again."
+            )
+        self._ranks = ranks.clone() if ranks.numel() else None
