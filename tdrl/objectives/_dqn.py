@@ -1,0 +1,142 @@
+"""DQNLoss: (double) deep Q-learning over one-hot or index actions, mask-aware targets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import Tensor
+
+from tdrl.objectives._base import LossModule
+from tdrl.objectives._utils import (
+    check_loss_function,
+    distance,
+    gather_action_value,
+    get_entry,
+    per_sample,
+    resolve_action_space,
+    swapped,
+    value_target,
+)
+from tdrl.objectives.value import ValueEstimators
+from tdrl.specs import TensorSpec
+
+__all__ = ["DQNLoss"]
+
+
+class DQNLoss(LossModule):
+    """The DQN loss: regress ``Q(s, a)`` on ``r + gamma * max_a' Q_target(s', a')``.
+
+    ``value_network`` reads the observation and writes one value per action at
+    ``"action_value"`` (``[*B, n_actions]``; a ``QValueActor`` or any tensordict module). The
+    taken action (one-hot or index) is read at ``"action"``. The target is built with the
+    value estimator (TD(0) by default, see :meth:`make_value_estimator`) from
+    ``("next", "reward")``, ``("next", "done")`` and ``("next", "terminated")``: terminated
+    steps do not bootstrap, truncated ones do. When ``("next", "action_mask")`` is present
+    (True = allowed), masked actions are never the argmax of the target.
+
+    Output: ``"loss_qvalue"`` (the mean distance) and the detached diagnostics ``"td_error"``
+    (``|Q(s, a) - target|`` per sample, shape ``batch.batch_size``; extra dims such as agents
+    are averaged) and ``"target_value"`` (its mean). To feed a prioritized replay buffer, copy
+    it back: ``batch.set("td_error", out["td_error"])``, then
+    ``buffer.update_tensordict_priority(batch)`` (the loss never writes into its input).
+
+    Args:
+        value_network: the Q-network (a tensordict module writing the action values).
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` (Huber) or ``"l1"``.
+        delay_value: keep a target copy of the network (updated by ``SoftUpdate`` /
+            ``HardUpdate``) for the bootstrap values.
+        double_dqn: pick the next action with the live network and evaluate it with the
+            target (Double DQN).
+        action_space: ``"one_hot"``, ``"categorical"`` or a ``OneHot``/``Categorical`` spec;
+            by default taken from the network's ``QValueModule``, else inferred from the data
+            (an action shaped like the action values is one-hot).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> net = TensorDictModule(torch.nn.Linear(4, 2), ["observation"], ["action_value"])
+        >>> loss = DQNLoss(net, action_space="categorical")
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(8, 4), "action": torch.randint(2, (8,)),
+        ...     "next": {"observation": torch.randn(8, 4), "reward": torch.ones(8, 1),
+        ...              "done": torch.zeros(8, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
+        >>> out = loss(batch)
+        >>> out["loss_qvalue"].backward()
+        >>> out["td_error"].shape
+        torch.Size([8])
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: the network's output, the action, the mask and the transition's flags."""
+
+        action_value: NestedKey = "action_value"
+        action: NestedKey = "action"
+        action_mask: NestedKey = "action_mask"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(
+        self,
+        value_network: TensorDictModuleBase,
+        *,
+        loss_function: str = "l2",
+        delay_value: bool = True,
+        double_dqn: bool = False,
+        action_space: str | TensorSpec | None = None,
+    ) -> None:
+        super().__init__()
+        name = f"{type(self).__name__}.__init__"
+        self.loss_function = check_loss_function(loss_function, name)
+        self.value_network = value_network
+        self.delay_value = delay_value
+        self.double_dqn = double_dqn
+        self.action_space = resolve_action_space(action_space, value_network, name)
+        if delay_value:
+            self._make_target("value_network")
+
+    def _action_values(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
+        with swapped(params, self.value_network):
+            out = self.value_network(td.copy())
+        return get_entry(out, self.tensor_keys.action_value, f"{type(self).__name__}.forward")
+
+    @torch.no_grad()
+    def _next_value(self, next_td: TensorDictBase) -> Tensor:
+        target = self.value_network_target_params if self.delay_value else None
+        next_values = self._action_values(next_td, target)
+        scores = self._action_values(next_td, None) if self.double_dqn else next_values
+        mask = next_td.get(self.tensor_keys.action_mask, None)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.bool(), float("-inf"))
+        return next_values.gather(-1, scores.argmax(-1, keepdim=True))
+
+    def _qvalue_terms(self, td: TensorDictBase) -> tuple[Tensor, Tensor, Tensor]:
+        """``(pred, target, action_values)`` for the taken actions."""
+        where = f"{type(self).__name__}.forward"
+        action_values = self._action_values(td, None)
+        action = get_entry(td, self.tensor_keys.action, where)
+        pred = gather_action_value(action_values, action, self.action_space)
+        next_value = self._next_value(get_entry(td, "next", where))
+        target = value_target(self, td, pred.detach(), next_value, where)
+        return pred, target, action_values
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_qvalue`` and the diagnostics on a batch of transitions."""
+        pred, target, _ = self._qvalue_terms(tensordict)
+        return self._output(tensordict, pred, target)
+
+    def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
+        loss = distance(pred, target, self.loss_function).mean()
+        out = TensorDict({"loss_qvalue": loss, "target_value": target.detach().mean()})
+        out.set(self.tensor_keys.priority, per_sample(pred - target, td.batch_dims))
+        return out

@@ -1,0 +1,190 @@
+"""Helpers shared by the off-policy losses: distances, targets, action values, actor samples."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+from torch import Tensor, nn
+
+from tdrl.objectives._policy_gradient import distance_loss
+from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
+
+__all__: list[str] = []
+
+LOSS_FUNCTIONS = ("l2", "smooth_l1", "l1")
+ACTION_SPACES = ("one_hot", "categorical")
+
+
+def distance(pred: Tensor, target: Tensor, loss_function: str) -> Tensor:
+    """``distance_loss`` (``"l2"`` is half the squared error) with the target broadcast."""
+    return distance_loss(pred, target.expand_as(pred), loss_function)
+
+
+def check_loss_function(loss_function: str, where: str) -> str:
+    if loss_function not in LOSS_FUNCTIONS:
+        raise ValueError(
+            f"{where}: unknown loss_function (got {loss_function!r}; expected one of "
+            f"{list(LOSS_FUNCTIONS)}). Pass e.g. loss_function='smooth_l1'."
+        )
+    return loss_function
+
+
+def get_entry(td: TensorDictBase, key: NestedKey, where: str) -> Any:
+    """``td.get(key)`` with an error that lists the available keys."""
+    value = td.get(key, None)
+    if value is None:
+        available = sorted(map(str, td.keys(include_nested=True, leaves_only=True)))
+        raise KeyError(
+            f"{where}: missing key {key!r} (got keys {available}; expected it in the batch). "
+            "Add the entry or point set_keys() at the right key."
+        )
+    return value
+
+
+def value_target(
+    loss: Any, td: TensorDictBase, value: Tensor, next_value: Tensor, where: str
+) -> Tensor:
+    """Runs ``loss.value_estimator`` on a private TensorDict holding only what it needs.
+
+    ``value`` (``V(s_t)``, used for the advantage only) and ``next_value`` (the bootstrap value
+    ``V(s_{t+1})``) are written under the estimator's value key; reward and done flags are read
+    from ``td["next"]`` with the estimator's keys. The input ``td`` is never written.
+    """
+    est = loss.value_estimator
+    keys = est.tensor_keys
+    nxt = get_entry(td, "next", where)
+    mini = td.empty()
+    mini.set(keys.value, value)
+    inner = nxt.empty()
+    inner.set(keys.value, next_value)
+    inner.set(keys.reward, get_entry(nxt, keys.reward, where))
+    inner.set(keys.done, get_entry(nxt, keys.done, where))
+    terminated = nxt.get(keys.terminated, None)
+    if terminated is not None:
+        inner.set(keys.terminated, terminated)
+    mini.set("next", inner)
+    return est(mini).get(keys.value_target)
+
+
+def per_sample(error: Tensor, batch_dims: int) -> Tensor:
+    """Averages ``|error|`` over every dim after the first ``batch_dims`` (agents, features)."""
+    error = error.detach().abs()
+    if error.ndim > batch_dims:
+        error = error.flatten(batch_dims).mean(-1)
+    return error
+
+
+def gather_action_value(action_value: Tensor, action: Tensor, action_space: str | None) -> Tensor:
+    """The value of the taken action, shape ``[*B, 1]``; one-hot or index actions.
+
+    With ``action_space=None`` an action shaped like the action values is one-hot, any other
+    is an index (with or without a trailing dim of size 1).
+    """
+    if action_space is None:
+        action_space = "one_hot" if action.shape == action_value.shape else "categorical"
+    if action_space == "one_hot":
+        index = action.to(torch.uint8).argmax(-1, keepdim=True)
+    else:
+        index = action.long()
+        if index.ndim < action_value.ndim:
+            index = index.unsqueeze(-1)
+    return action_value.gather(-1, index)
+
+
+def resolve_action_space(
+    action_space: str | TensorSpec | None, network: nn.Module | None, where: str
+) -> str | None:
+    """``"one_hot"``/``"categorical"`` from a string, a spec or the network; None = infer."""
+    if isinstance(action_space, str):
+        if action_space not in ACTION_SPACES:
+            raise ValueError(
+                f"{where}: unknown action_space (got {action_space!r}; expected one of "
+                f"{list(ACTION_SPACES)} or a OneHot/Categorical spec)."
+            )
+        return action_space
+    if isinstance(action_space, TensorSpec):
+        leaves = _leaves(action_space)
+        for leaf in leaves:
+            if isinstance(leaf, OneHot):
+                return "one_hot"
+            if isinstance(leaf, Categorical):
+                return "categorical"
+        raise ValueError(
+            f"{where}: the action spec holds no OneHot/Categorical leaf (got "
+            f"{[type(s).__name__ for s in leaves]}). Pass action_space='one_hot' or 'categorical'."
+        )
+    if network is not None:
+        for module in network.modules():
+            space = getattr(module, "action_space", None)
+            if space in ACTION_SPACES:
+                return str(space)
+    return None
+
+
+def _leaves(spec: TensorSpec) -> list[TensorSpec]:
+    if isinstance(spec, Composite):
+        return list(spec.values(True, True))
+    return [spec]
+
+
+def action_bounds(
+    action_spec: TensorSpec | None,
+    bounds: tuple[float | Tensor, float | Tensor] | None,
+    where: str,
+) -> tuple[Tensor, Tensor] | None:
+    """``(low, high)`` from a Bounded spec (leading rows that repeat are dropped) or bounds."""
+    if bounds is not None:
+        low, high = bounds
+        return torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+    if action_spec is None:
+        return None
+    leaf = next((s for s in _leaves(action_spec) if isinstance(s, Bounded)), None)
+    if leaf is None:
+        raise ValueError(
+            f"{where}: the action spec has no Bounded leaf (got {type(action_spec).__name__}; "
+            "expected a Bounded spec). Pass bounds=(low, high) instead."
+        )
+    return _squeeze_rows(leaf.low), _squeeze_rows(leaf.high)
+
+
+def _squeeze_rows(t: Tensor) -> Tensor:
+    # Env batch dims repeat the same bound: keep one row so the bound broadcasts to any batch.
+    while t.ndim > 1 and bool((t == t[:1]).all()):
+        t = t[0]
+    return t.clone()
+
+
+def sample_with_log_prob(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
+    """A reparameterised action of ``actor``'s distribution on ``td`` and its log-probability."""
+    dist = actor.get_dist(td)  # type: ignore[operator]
+    if hasattr(dist, "rsample_and_log_prob"):
+        return dist.rsample_and_log_prob()
+    action = dist.rsample()
+    return action, dist.log_prob(action)
+
+
+def detached(module: nn.Module) -> TensorDictBase:
+    """The parameters and buffers of ``module`` as a TensorDict of detached tensors."""
+    return TensorDict.from_module(module).detach()
+
+
+@contextlib.contextmanager
+def swapped(params: TensorDictBase | None, module: nn.Module) -> Iterator[None]:
+    """Runs ``module`` with ``params`` in place of its own (no swap when ``params`` is None)."""
+    if params is None:
+        yield
+    else:
+        with params.to_module(module):
+            yield
+
+
+def unsqueeze_like(t: Tensor, ref: Tensor) -> Tensor:
+    """Appends trailing unit dims to ``t`` until it has ``ref``'s number of dims."""
+    while t.ndim < ref.ndim:
+        t = t.unsqueeze(-1)
+    return t
