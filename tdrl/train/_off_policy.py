@@ -1,0 +1,116 @@
+"""Off-policy training (DQN, SAC, TD3, DDPG): collect, store, sample, update, soften targets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+
+from tdrl.collectors import Collector
+from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+from tdrl.objectives import HardUpdate, SoftUpdate
+from tdrl.train._checkpoint import latest_checkpoint
+from tdrl.train._off_policy_agents import make_agent
+from tdrl.train._trainer import Trainer
+
+__all__ = ["OffPolicyTrainer"]
+
+
+class OffPolicyTrainer(Trainer):
+    """Replay-buffer training with a fixed update-to-data ratio.
+
+    Each iteration collects ``collector.frames_per_batch`` frames, writes them to the buffer
+    and, once ``collector.init_random_frames`` are stored, runs
+    ``round(updates_per_frame * frames)`` gradient steps on sampled batches; targets follow with
+    a soft (``target.tau``) or hard (``target.hard_update_interval``) update after each step.
+
+    Examples:
+        >>> import tempfile
+        >>> from tdrl.train import load_config
+        >>> cfg = load_config("dqn", overrides=["frames=256", "collector.init_random_frames=64",
+        ...                                     "eval.every_frames=0"])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     summary = OffPolicyTrainer(cfg, d, quiet=True).run()
+        >>> summary["frames"]
+        256
+    """
+
+    def __init__(self, config: dict[str, Any], out_dir: Any, **kwargs: Any) -> None:
+        super().__init__(config, out_dir, **kwargs)
+        self.agent = make_agent(config["algorithm"], self.env, config)
+        self.policy = self.agent.policy
+        oc, rc, tc = config["optim"], config["buffer"], config.get("target", {})
+        self.optimizer = torch.optim.Adam(self.agent.loss.parameters(), lr=float(oc["lr"]))
+        self.buffer = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(int(rc["capacity"])), batch_size=int(rc["batch_size"])
+        )
+        self.target: HardUpdate | SoftUpdate
+        if tc.get("hard_update_interval"):
+            self.target = HardUpdate(
+                self.agent.loss, value_network_update_interval=int(tc["hard_update_interval"])
+            )
+        else:
+            self.target = SoftUpdate(self.agent.loss, tau=float(tc.get("tau", 0.005)))
+        self.modules = {"loss": self.agent.loss}
+        self.optimizers = {"optim": self.optimizer}
+        self._updates = 0
+        self._owed = 0.0
+
+    def _counters(self) -> dict[str, Any]:
+        return {**super()._counters(), "updates": self._updates, "owed": self._owed}
+
+    def _restore(self) -> None:
+        super()._restore()
+        path = latest_checkpoint(self.out_dir)
+        assert path is not None
+        counters = json.loads((path / "meta.json").read_text())["counters"]
+        self._updates = int(counters.get("updates", 0))
+        self._owed = float(counters.get("owed", 0.0))
+
+    def _update_once(self) -> dict[str, float]:
+        batch = self.buffer.sample()
+        out = self.agent.loss(batch)
+        delay = int(self.config["loss"].get("policy_delay", 1) or 1)
+        skip = self.agent.actor_loss_keys if self._updates % delay else ()
+        total = sum(v for k, v in out.items() if k.startswith("loss_") and k not in skip)
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()  # type: ignore[union-attr]
+        max_norm = float(self.config["optim"].get("max_grad_norm", 0) or 0)
+        if max_norm:
+            torch.nn.utils.clip_grad_norm_(self.agent.loss.parameters(), max_norm)
+        self.optimizer.step()
+        self.target.step()
+        self._updates += 1
+        return {k: float(v.detach()) for k, v in out.items() if k.startswith("loss_")}
+
+    def _train(self) -> None:
+        cc = self.config["collector"]
+        fpb = int(cc["frames_per_batch"])
+        start = int(cc.get("init_random_frames", 0))
+        collector = Collector(
+            self.env,
+            self.agent.collect_policy,
+            frames_per_batch=fpb,
+            init_random_frames=max(start - self.frames, 0),
+        )
+        ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
+        try:
+            while not self.done:
+                batch = collector.rollout()
+                self.buffer.extend(batch.reshape(-1).exclude("collector"))
+                if self.agent.exploration is not None:
+                    self.agent.exploration.step(fpb)
+                losses: dict[str, float] = {}
+                if self.frames + fpb >= start:
+                    self._owed += ratio * fpb
+                    n = int(self._owed)
+                    self._owed -= n
+                    sums: dict[str, float] = {}
+                    for _ in range(n):
+                        for k, v in self._update_once().items():
+                            sums[k] = sums.get(k, 0.0) + v
+                    losses = {k: v / max(n, 1) for k, v in sums.items()}
+                self._after_iteration(batch, losses, fpb)
+        finally:
+            collector.shutdown()
