@@ -1,0 +1,315 @@
+"""GymWrapper and GymEnv: gymnasium envs (single or vectorised) as tdrl envs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from tdrl.envs.core import EnvBase
+from tdrl.envs.libs._gym_info import InfoReader
+from tdrl.envs.libs._gym_spaces import make_codec
+from tdrl.specs import Composite, TensorSpec, Unbounded
+
+__all__ = ["GymEnv", "GymWrapper"]
+
+_DONE_KEYS = ("done", "terminated", "truncated")
+
+
+def import_gymnasium() -> Any:
+    """Imports gymnasium, with an actionable error when it is missing."""
+    try:
+        import gymnasium
+    except ImportError as err:  # pragma: no cover - gymnasium is a test dependency
+        raise ImportError(
+            "GymWrapper: gymnasium is not installed (got ImportError; expected gymnasium>=1.1). "
+            "Install it with `pip install tdrl[gym]`."
+        ) from err
+    return gymnasium
+
+
+def _autoreset_mode(env: Any) -> str:
+    mode = getattr(env, "autoreset_mode", None) or env.metadata.get("autoreset_mode")
+    return str(getattr(mode, "value", mode) or "NextStep")
+
+
+class GymWrapper(EnvBase):
+    """Wraps a gymnasium env, or a gymnasium vector env, as a tdrl env.
+
+    Spaces become specs as in :func:`space_to_spec` (discrete spaces one-hot by default). A
+    ``Dict`` observation space puts its keys at the root; any other space is stored under
+    ``"observation"``. The action is ``"action"`` (a Composite for Dict/Tuple action spaces).
+    ``"reward"`` is ``[*B, 1]`` float32; ``terminated``/``truncated`` come from gymnasium and
+    ``done`` is their union. Observations keep the space's dtype (a float64 Box stays float64).
+
+    A vector env (``gymnasium.vector.VectorEnv``) gives ``batch_size=[num_envs]``. Its
+    sub-envs are never reset behind tdrl's back: a ``step`` returns the final observation of an
+    episode, and the partial ``reset`` that follows (``step_and_maybe_reset``, collectors)
+    resets exactly the done sub-envs, so no transition is lost or duplicated. Envs built with
+    ``autoreset_mode`` ``Disabled`` (what :class:`GymEnv` builds) or ``NextStep`` are reset with
+    gymnasium's ``reset_mask`` option; with ``SameStep`` the final observation is read from
+    ``info["final_obs"]`` and the already-reset observation is kept for the next ``reset``.
+
+    Args:
+        env: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``.
+        categorical_action_encoding: discrete spaces as indices instead of one-hot vectors.
+        info_keys: info entries to copy into the data (next to the observations, in the
+            observation spec): a list of keys whose specs are inferred from the info of a first
+            reset, or a mapping from key to the spec of one (unbatched) env for keys that only
+            appear in step infos. Missing entries are written as zeros.
+        device: device of the data and specs.
+        allow_done_after_reset: see :class:`~tdrl.envs.core.EnvBase`.
+
+    An ``"action_mask"`` found in the reset info is always copied (as bool) and added to the
+    observation spec. ``set_seed(s)`` seeds the next reset (sub-env ``i`` of a vector env gets
+    ``s + i``, gymnasium's convention) and the action space.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> env = GymWrapper(gym.make("CartPole-v1"))
+        >>> _ = env.set_seed(0)
+        >>> env.rollout(3)["next", "observation"].shape
+        torch.Size([3, 4])
+        >>> env.action_spec
+        OneHot(shape=torch.Size([2]), n=2, dtype=torch.bool, device=cpu)
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        *,
+        categorical_action_encoding: bool = False,
+        info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
+        device: torch.device | str | None = None,
+        allow_done_after_reset: bool = False,
+    ) -> None:
+        gym = import_gymnasium()
+        self.is_vector = isinstance(env, gym.vector.VectorEnv)
+        batch = (int(env.num_envs),) if self.is_vector else ()
+        super().__init__(
+            batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset
+        )
+        self.env = env
+        self.categorical_action_encoding = categorical_action_encoding
+        self._same_step = self.is_vector and _autoreset_mode(env) == "SameStep"
+        obs_space = env.single_observation_space if self.is_vector else env.observation_space
+        act_space = env.single_action_space if self.is_vector else env.action_space
+        b, dev, cat = self.batch_size, self.device, categorical_action_encoding
+        self._obs_codec = make_codec(obs_space, b, dev, cat)
+        self._final_codec = make_codec(obs_space, (), dev, cat) if self.is_vector else None
+        self._act_codec = make_codec(act_space, b, dev, cat)
+        self._obs_is_dict = isinstance(obs_space, gym.spaces.Dict)
+        obs_spec = self._obs_codec.spec
+        reserved = [*_DONE_KEYS, "reward"]
+        reserved += list(obs_spec.keys()) if self._obs_is_dict else ["observation"]  # type: ignore[attr-defined]
+        # One reset tells which info entries exist (and their shapes and dtypes).
+        _, info = env.reset()
+        self._info = InfoReader(info, info_keys, self.is_vector, b, dev, reserved)
+        self._set_specs()
+        self._pending_seed: int | None = None
+        self._cache: TensorDictBase | None = None
+        self._cached = np.zeros(batch or (1,), dtype=bool)
+        self._to_device = dev is not None and dev.type != "cpu"
+
+    def _set_specs(self) -> None:
+        b, dev = self.batch_size, self.device
+        obs_spec = self._obs_codec.spec
+        if isinstance(obs_spec, Composite) and self._obs_is_dict:
+            obs = obs_spec.clone()
+        else:
+            obs = Composite(observation=obs_spec, shape=b, device=dev)
+        for key, spec in self._info.specs.items():
+            obs[key] = spec
+        self.full_observation_spec = obs
+        self.full_action_spec = Composite(action=self._act_codec.spec, shape=b, device=dev)
+        self.full_reward_spec = Composite(
+            reward=Unbounded(shape=(*b, 1), device=dev), shape=b, device=dev
+        )
+        self.full_done_spec = self.default_done_spec()
+
+    # ------------------------------------------------------------------ conversion
+    def _observation(self, obs: Any, info: Mapping[str, Any]) -> dict[str, Any]:
+        value = self._obs_codec.decode(obs)
+        data = dict(value.items()) if self._obs_is_dict else {"observation": value}
+        self._info.read(info, data)
+        return data
+
+    def _finish(self, data: dict[str, Any]) -> TensorDictBase:
+        out = TensorDict._new_unsafe(data, batch_size=self.batch_size)
+        return out.to(self.device) if self._to_device else out
+
+    def _flags(self, terminated: Any, truncated: Any) -> tuple[torch.Tensor, ...]:
+        # Built through numpy: torch.tensor on python scalars costs several times more.
+        if self.is_vector:
+            term = torch.from_numpy(np.array(terminated, dtype=bool)).unsqueeze(-1)
+            trunc = torch.from_numpy(np.array(truncated, dtype=bool)).unsqueeze(-1)
+            return term | trunc, term, trunc
+        term_b, trunc_b = bool(terminated), bool(truncated)
+        return (
+            torch.from_numpy(np.array([term_b or trunc_b])),
+            torch.from_numpy(np.array([term_b])),
+            torch.from_numpy(np.array([trunc_b])),
+        )
+
+    def _reset_output(self, obs: Any, info: Mapping[str, Any]) -> dict[str, Any]:
+        data = self._observation(obs, info)
+        shape = (*self.batch_size, 1)
+        for key in _DONE_KEYS:
+            data[key] = torch.zeros(shape, dtype=torch.bool)
+        return data
+
+    # ------------------------------------------------------------------ hooks
+    def _take_seed(self) -> int | None:
+        seed, self._pending_seed = self._pending_seed, None
+        return seed
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            self._cached[:] = False
+            obs, info = self.env.reset(seed=self._take_seed())
+            return self._finish(self._reset_output(obs, info))
+        wanted = mask.reshape(-1).cpu().numpy()
+        if not wanted.any():
+            # Nothing to reset: the base class keeps every old value.
+            return self._finish(self._reset_output_zeros())
+        if not self.is_vector:
+            obs, info = self.env.reset(seed=self._take_seed())
+            return self._finish(self._reset_output(obs, info))
+        return self._finish(self._partial_vector_reset(wanted))
+
+    def _reset_output_zeros(self) -> dict[str, Any]:
+        zero = self.full_observation_spec.zero().cpu()
+        data = dict(zero.items())
+        for key in _DONE_KEYS:
+            data[key] = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
+        return data
+
+    def _partial_vector_reset(self, wanted: np.ndarray) -> dict[str, Any]:
+        from_cache = wanted & self._cached
+        fresh = wanted & ~self._cached
+        if fresh.any():
+            options = {"reset_mask": fresh}
+            obs, info = self.env.reset(seed=self._take_seed(), options=options)
+            data = self._reset_output(obs, info)
+        else:
+            data = self._reset_output_zeros()
+        if from_cache.any() and self._cache is not None:
+            rows = torch.as_tensor(np.flatnonzero(from_cache))
+            out = TensorDict._new_unsafe(data, batch_size=self.batch_size)
+            out[rows] = self._cache[rows]
+            data = dict(out.items())
+        self._cached &= ~wanted
+        return data
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = self._act_codec.encode(tensordict.get("action"))
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        data = self._observation(obs, info)
+        if self.is_vector:
+            data["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).unsqueeze(-1)
+        else:
+            data["reward"] = torch.from_numpy(np.array([reward], dtype=np.float32))
+        data["done"], data["terminated"], data["truncated"] = self._flags(terminated, truncated)
+        if self._same_step and "final_obs" in info:
+            self._swap_final(data, info)
+        return self._finish(data)
+
+    def _swap_final(self, data: dict[str, Any], info: Mapping[str, Any]) -> None:
+        """SameStep mode: keep the reset observation of done sub-envs, return their final one."""
+        done = np.asarray(info["_final_obs"], dtype=bool)
+        out = TensorDict._new_unsafe(data, batch_size=self.batch_size)
+        obs_keys = self.observation_keys
+        step_obs = out.select(*obs_keys).clone()
+        self._cache = step_obs if self._cache is None else self._cache
+        final_info = info.get("final_info", {})
+        for i in np.flatnonzero(done):
+            self._cache[int(i)] = step_obs[int(i)]
+            final = self._final_codec.decode(info["final_obs"][i])  # type: ignore[union-attr]
+            row = dict(final.items()) if self._obs_is_dict else {"observation": final}
+            self._info.read_row(final_info, int(i), row)
+            for key, value in row.items():
+                out.get(key)[int(i)] = value
+        self._cached |= done
+
+    def _set_seed(self, seed: int) -> None:
+        self._pending_seed = seed
+        self.env.action_space.seed(seed)
+
+    def _close(self) -> None:
+        self.env.close()
+
+
+class GymEnv(GymWrapper):
+    """Builds a gymnasium env from its id (``gymnasium.make``/``make_vec``) and wraps it.
+
+    Args:
+        env_name: a registered id, e.g. ``"CartPole-v1"``.
+        num_envs: build a vector env of this many sub-envs (``batch_size=[num_envs]``);
+            ``None`` builds a single env (``batch_size=[]``).
+        vectorization_mode: ``"sync"`` (sub-envs in this process) or ``"async"`` (one worker
+            process per sub-env).
+        categorical_action_encoding: see :class:`GymWrapper`.
+        info_keys: see :class:`GymWrapper`.
+        device: device of the data and specs.
+        **kwargs: passed to ``gymnasium.make`` (or to every sub-env of ``make_vec``).
+
+    The vector env is built with ``autoreset_mode=Disabled``: tdrl resets done sub-envs itself.
+
+    Examples:
+        >>> env = GymEnv("CartPole-v1", num_envs=3)
+        >>> _ = env.set_seed(0)
+        >>> data = env.rollout(40, break_when_any_done=False)
+        >>> data.batch_size, data["next", "reward"].dtype
+        (torch.Size([3, 40]), torch.float32)
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        *,
+        num_envs: int | None = None,
+        vectorization_mode: str = "sync",
+        categorical_action_encoding: bool = False,
+        info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
+        device: torch.device | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        gym = import_gymnasium()
+        if num_envs is None:
+            env = gym.make(env_name, **kwargs)
+        else:
+            env = _make_vector(gym, env_name, num_envs, vectorization_mode, kwargs)
+        self.env_name = env_name
+        super().__init__(
+            env,
+            categorical_action_encoding=categorical_action_encoding,
+            info_keys=info_keys,
+            device=device,
+        )
+
+
+def _make_vector(gym: Any, name: str, num_envs: int, mode: str, kwargs: dict[str, Any]) -> Any:
+    if mode not in ("sync", "async"):
+        raise ValueError(
+            f"GymEnv.__init__: unknown vectorization_mode (got {mode!r}; expected 'sync' or "
+            "'async'). Pick one of them."
+        )
+    autoreset = getattr(gym.vector, "AutoresetMode", None)
+    if autoreset is None:
+        raise RuntimeError(
+            f"GymEnv.__init__: gymnasium {gym.__version__} has no vector autoreset modes "
+            "(got no gymnasium.vector.AutoresetMode; expected gymnasium>=1.1). Upgrade gymnasium."
+        )
+    vector_kwargs = {"autoreset_mode": autoreset.DISABLED}
+    return gym.make_vec(
+        name,
+        num_envs=num_envs,
+        vectorization_mode=mode,
+        vector_kwargs=vector_kwargs,
+        **kwargs,
+    )
