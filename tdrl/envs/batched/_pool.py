@@ -184,6 +184,7 @@ class WorkerPool:
         return results
 
     def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
+        errors.sort(key=lambda e: e[0])
         w, info = errors[0]
         others = ""
         if len(errors) > 1:
@@ -200,13 +201,13 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ failures
     def _died(self, w: int, cmd: str) -> NoReturn:
-        proc = self._procs[w]
+        proc, pid = self._procs[w], self._pids[w]
         proc.join(timeout=1.0)
         how = describe_exit(proc.exitcode)
-        self.failure = f"worker {w} (pid {proc.pid}) died with {how}"
+        self.failure = f"worker {w} (pid {pid}) died with {how}"
         self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
         raise WorkerError(
-            f"{self.owner}.{cmd}: worker {w} (pid {proc.pid}) died with {how} (expected it to "
+            f"{self.owner}.{cmd}: worker {w} (pid {pid}) died with {how} (expected it to "
             f"answer). The other workers were shut down and the {self.owner} is closed: build "
             "a new one."
         )
