@@ -249,3 +249,31 @@ def test_base_hooks_not_implemented_raise():
     td = TensorDict({}, [])
     with pytest.raises(NotImplementedError, match="_step"):
         env.step(td)
+
+
+def test_check_env_specs_accepts_actions_legal_under_their_own_step_mask():
+    class StepMasked(CountingEnv):
+        """The legal action index is the step count modulo 3; the spec mask follows it."""
+
+        def __init__(self):
+            super().__init__(batch_size=(2,), max_steps=100)
+            self.observation_spec = Composite(
+                observation=Unbounded(shape=(2, 1)),
+                action_mask=Categorical(2, shape=(2, 3), dtype=torch.bool),
+                shape=(2,),
+            )
+            self.action_spec = Categorical(3, shape=(2,))
+
+        def _with_mask(self, td):
+            legal = td["observation"][..., 0].long() % 3
+            td["action_mask"] = torch.nn.functional.one_hot(legal, 3).bool()
+            self.action_spec.update_mask(td["action_mask"])
+            return td
+
+        def _reset(self, td):
+            return self._with_mask(super()._reset(td))
+
+        def _step(self, td):
+            return self._with_mask(super()._step(td))
+
+    check_env_specs(StepMasked(), num_steps=4)

@@ -81,6 +81,11 @@ def _check_values(env: EnvBase, rollout: TensorDictBase) -> None:
     for spec, where in specs:
         for key in spec.keys(True, True):
             leaf = spec[key]
+            if spec is env.full_action_spec and getattr(leaf, "mask", None) is not None:
+                # An action mask follows the state: each action was legal under the mask of its
+                # own step, which the spec no longer holds once the rollout is over.
+                leaf = leaf.clone()
+                leaf.update_mask(None)
             for place in where:
                 full = (
                     key if place == "root" else ("next", *((key,) if isinstance(key, str) else key))
