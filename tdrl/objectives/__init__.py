@@ -2,6 +2,7 @@
 
 from tdrl.objectives._a2c import A2CLoss
 from tdrl.objectives._base import LossModule, normalize_key
+from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
@@ -19,6 +20,7 @@ __all__ = [
     "GAE",
     "A2CLoss",
     "ClipPPOLoss",
+    "DDPGLoss",
     "DQNLoss",
     "HardUpdate",
     "KLPENPPOLoss",

@@ -1,0 +1,137 @@
+"""DDPGLoss: deterministic policy gradient with a Q-function critic."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import Tensor
+
+from tdrl.objectives._base import LossModule
+from tdrl.objectives._utils import (
+    check_loss_function,
+    detached,
+    distance,
+    get_entry,
+    per_sample,
+    swapped,
+    value_target,
+)
+from tdrl.objectives.value import ValueEstimators
+
+__all__ = ["DDPGLoss"]
+
+
+class DDPGLoss(LossModule):
+    """The DDPG loss: a critic ``Q(s, a)`` regressed on ``r + gamma * Q'(s', mu'(s'))`` and an
+    actor ``mu`` that maximises ``Q(s, mu(s))``.
+
+    ``actor_network`` reads the observation and writes the action (under the key the critic
+    reads); ``value_network`` reads the observation and the action and writes
+    ``"state_action_value"``. The critic's bootstrap uses the target networks when
+    ``delay_actor`` / ``delay_value`` are set (update them with ``SoftUpdate``). Terminated
+    steps do not bootstrap, truncated ones do (see :meth:`make_value_estimator`; TD(0) by
+    default).
+
+    Output: ``"loss_actor"`` (``-Q(s, mu(s))`` averaged; it trains the actor only: the critic
+    is evaluated with detached weights), ``"loss_value"`` (the critic's mean distance to its
+    target), and detached diagnostics ``"td_error"`` (per sample, shape
+    ``batch.batch_size``), ``"pred_value"`` and ``"target_value"`` (means).
+
+    Args:
+        actor_network: the deterministic policy (a tensordict module).
+        value_network: the critic (a tensordict module).
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        delay_actor: use a target actor for the next action.
+        delay_value: use a target critic for the next value.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tdrl.modules import MLP, Actor, ValueOperator
+        >>> actor = Actor(MLP(3, 2, num_cells=8))
+        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
+        >>> loss = DDPGLoss(actor, critic)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> out = loss(batch)
+        >>> (out["loss_actor"] + out["loss_value"]).backward()
+        >>> sorted(out.keys())
+        ['loss_actor', 'loss_value', 'pred_value', 'target_value', 'td_error']
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: the critic's output and the transition's reward and flags."""
+
+        state_action_value: NestedKey = "state_action_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        value_network: TensorDictModuleBase,
+        *,
+        loss_function: str = "l2",
+        delay_actor: bool = False,
+        delay_value: bool = True,
+    ) -> None:
+        super().__init__()
+        self.loss_function = check_loss_function(loss_function, "DDPGLoss.__init__")
+        self.actor_network = actor_network
+        self.value_network = value_network
+        self.delay_actor = delay_actor
+        self.delay_value = delay_value
+        if delay_actor:
+            self._make_target("actor_network")
+        if delay_value:
+            self._make_target("value_network")
+
+    def _q(self, td: TensorDictBase) -> Tensor:
+        out = self.value_network(td)
+        return get_entry(out, self.tensor_keys.state_action_value, "DDPGLoss.forward")
+
+    @torch.no_grad()
+    def _next_value(self, next_td: TensorDictBase) -> Tensor:
+        next_td = next_td.copy()
+        with swapped(
+            self.actor_network_target_params if self.delay_actor else None, self.actor_network
+        ):
+            self.actor_network(next_td)
+        with swapped(
+            self.value_network_target_params if self.delay_value else None, self.value_network
+        ):
+            return self._q(next_td)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""
+        where = "DDPGLoss.forward"
+        pred = self._q(tensordict.copy())
+        next_value = self._next_value(get_entry(tensordict, "next", where))
+        target = value_target(self, tensordict, pred.detach(), next_value, where)
+        loss_value = distance(pred, target, self.loss_function).mean()
+
+        acted = self.actor_network(tensordict.copy())
+        with swapped(detached(self.value_network), self.value_network):
+            loss_actor = -self._q(acted).mean()
+        out = TensorDict(
+            {
+                "loss_actor": loss_actor,
+                "loss_value": loss_value,
+                "pred_value": pred.detach().mean(),
+                "target_value": target.mean(),
+            }
+        )
+        out.set(self.tensor_keys.priority, per_sample(pred - target, tensordict.batch_dims))
+        return out

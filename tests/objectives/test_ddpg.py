@@ -1,0 +1,189 @@
+"""DDPGLoss: contract, numerics against a plain implementation, targets, smoke test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from tdrl.envs import PendulumEnv
+from tdrl.modules import MLP
+from tdrl.objectives import DDPGLoss, SoftUpdate
+from tdrl.testing import LossContract
+
+OBS, ACT, B, AGENTS = 3, 2, 6, 2
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _key(nested, name):
+    return ("agents", name) if nested else name
+
+
+def make_actor(nested=False):
+    net = nn.Sequential(nn.Linear(OBS, 16), nn.Tanh(), nn.Linear(16, ACT), nn.Tanh())
+    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action")])
+
+
+def make_critic(nested=False):
+    net = MLP(OBS + ACT, 1, num_cells=16)
+    keys = [_key(nested, "observation"), _key(nested, "action")]
+    return TensorDictModule(net, keys, [_key(nested, "state_action_value")])
+
+
+def make_batch(nested=False, batch=(B,)):
+    lead = (*batch, AGENTS) if nested else batch
+    td = TensorDict({}, batch)
+    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
+    td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 2 - 1)
+    nxt = TensorDict({}, batch)
+    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
+    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
+    done = torch.rand(*lead, 1) < 0.3
+    nxt.set(_key(nested, "done"), done)
+    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
+    td.set("next", nxt)
+    return td
+
+
+NESTED = {name: ("agents", name) for name in ("state_action_value", "reward", "done", "terminated")}
+
+
+class TestDDPGContract(LossContract):
+    loss_terms = {"loss_actor", "loss_value"}
+
+    def make_loss(self, nested):
+        return DDPGLoss(make_actor(nested), make_critic(nested), delay_actor=True)
+
+    def make_batch(self, nested):
+        return make_batch(nested)
+
+    def nested_keys(self):
+        return NESTED
+
+    def trained_params(self, loss):
+        return {n for n, _ in loss.named_parameters()}
+
+
+def plain_ddpg(actor, critic, target_actor, target_critic, batch, gamma):
+    """Textbook DDPG losses: returns (actor loss, critic loss) and their separate gradients."""
+    obs, action, nxt = batch["observation"], batch["action"], batch["next"]
+    q = critic(torch.cat([obs, action], -1))
+    with torch.no_grad():
+        next_obs = nxt["observation"]
+        next_q = target_critic(torch.cat([next_obs, target_actor(next_obs)], -1))
+        y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * next_q
+    critic_loss = 0.5 * (q - y).pow(2).mean()
+    actor_loss = -critic(torch.cat([obs, actor(obs)], -1)).mean()
+    return actor_loss, critic_loss
+
+
+def _perturb(params):
+    with torch.no_grad():
+        params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
+
+
+def test_matches_plain_ddpg():
+    torch.manual_seed(0)
+    actor, critic = make_actor(), make_critic()
+    loss = DDPGLoss(actor, critic, delay_actor=True).make_value_estimator(gamma=0.9)
+    _perturb(loss.actor_network_target_params)
+    _perturb(loss.value_network_target_params)
+    target_actor, target_critic = make_actor().module, make_critic().module
+    loss.actor_network_target_params["module"].to_module(target_actor)
+    loss.value_network_target_params["module"].to_module(target_critic)
+    batch = make_batch()
+    out = loss(batch)
+    ref_actor, ref_critic = plain_ddpg(
+        actor.module, critic.module, target_actor, target_critic, batch, 0.9
+    )
+    torch.testing.assert_close(out["loss_actor"], ref_actor)
+    torch.testing.assert_close(out["loss_value"], ref_critic)
+    # The actor loss trains the actor only, the critic loss the critic only.
+    actor_params, critic_params = list(actor.parameters()), list(critic.parameters())
+    g_actor = torch.autograd.grad(
+        out["loss_actor"] + out["loss_value"], actor_params, retain_graph=True
+    )
+    for g, r in zip(g_actor, torch.autograd.grad(ref_actor, actor_params, retain_graph=True)):
+        torch.testing.assert_close(g, r)
+    g_critic = torch.autograd.grad(out["loss_actor"] + out["loss_value"], critic_params)
+    for g, r in zip(g_critic, torch.autograd.grad(ref_critic, critic_params)):
+        torch.testing.assert_close(g, r)
+
+
+def test_shapes_and_target_updates():
+    loss = DDPGLoss(make_actor(), make_critic())
+    assert loss(make_batch(batch=(2, 3)))["td_error"].shape == (2, 3)
+    assert [k for k in loss._targets] == ["value_network"]
+    with torch.no_grad():
+        loss.value_network.module[0].weight.add_(1.0)
+    SoftUpdate(loss, tau=1.0).step()
+    assert torch.equal(
+        loss.value_network_target_params["module", "0", "weight"],
+        loss.value_network.module[0].weight,
+    )
+    nested = DDPGLoss(make_actor(True), make_critic(True)).set_keys(**NESTED)
+    assert nested(make_batch(True, batch=(4,)))["td_error"].shape == (4,)
+
+
+def test_smoke_pendulum_critic_fits():
+    """Random Pendulum transitions: the Bellman residual on a fixed batch halves."""
+    torch.manual_seed(0)
+    env = PendulumEnv(batch_size=(8,))
+    env.set_seed(0)
+    data = env.rollout(64, break_when_any_done=False).reshape(-1)
+    actor = TensorDictModule(
+        nn.Sequential(MLP(3, 1, num_cells=32), nn.Tanh()), ["observation"], ["action"]
+    )
+    critic = TensorDictModule(
+        MLP(4, 1, num_cells=32), ["observation", "action"], ["state_action_value"]
+    )
+    loss = DDPGLoss(actor, critic).make_value_estimator(gamma=0.8)
+    live = DDPGLoss(actor, critic, delay_value=False).make_value_estimator(gamma=0.8)
+    optim = torch.optim.Adam(loss.parameters(), lr=5e-3)
+    updater = SoftUpdate(loss, tau=0.05)
+    fixed = data[:256]
+    start = live(fixed)["loss_value"].item()
+    for _ in range(150):
+        out = loss(data[torch.randint(data.shape[0], (128,))])
+        optim.zero_grad()
+        (out["loss_actor"] + out["loss_value"]).backward()
+        optim.step()
+        updater.step()
+    assert live(fixed)["loss_value"].item() < 0.5 * start
+
+
+def bandit_batch(n):
+    """One-step episodes whose reward peaks at ``action = 0.5 * observation[:2]``."""
+    obs = torch.randn(n, OBS)
+    action = torch.rand(n, ACT) * 2 - 1
+    reward = -(action - 0.5 * obs[:, :ACT]).pow(2).sum(-1, keepdim=True)
+    ones = torch.ones(n, 1, dtype=torch.bool)
+    nxt = {"observation": obs, "reward": reward, "done": ones, "terminated": ones}
+    return TensorDict({"observation": obs, "action": action, "next": nxt}, [n])
+
+
+def test_smoke_bandit_actor_finds_the_best_action():
+    torch.manual_seed(0)
+    actor, critic = make_actor(), make_critic()
+    loss = DDPGLoss(actor, critic)
+    optim = torch.optim.Adam(
+        [{"params": actor.parameters(), "lr": 1e-3}, {"params": critic.parameters(), "lr": 1e-2}]
+    )
+    test = bandit_batch(256)
+    best = 0.5 * test["observation"][:, :ACT]
+    start = (actor(test.copy())["action"] - best).pow(2).mean().item()
+    for _ in range(300):
+        out = loss(bandit_batch(128))
+        optim.zero_grad()
+        (out["loss_actor"] + out["loss_value"]).backward()
+        optim.step()
+    assert (actor(test.copy())["action"] - best).pow(2).mean().item() < 0.5 * start
