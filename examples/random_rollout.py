@@ -22,7 +22,9 @@ def main() -> None:
             if d:
                 returns.append(total)
                 total = 0.0
-    print(f"{len(returns)} episodes finished; mean return {sum(returns) / max(len(returns), 1):.1f}")
+    print(
+        f"{len(returns)} episodes finished; mean return {sum(returns) / max(len(returns), 1):.1f}"
+    )
     print("returns:", [round(r) for r in returns[:20]])
 
 

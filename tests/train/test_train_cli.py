@@ -1,0 +1,151 @@
+"""The tdrl command line: presets, overrides, a tiny PPO/A2C run, eval and resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from tdrl.train import OnPolicyTrainer, apply_overrides, load_config, load_preset
+from tdrl.train._checkpoint import latest_checkpoint
+from tdrl.train.cli import build_parser, main
+
+
+def test_help_lists_commands_and_options(capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["--help"])
+    assert err.value.code == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "eval" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for flag in (
+        "--env",
+        "--frames",
+        "--num-envs",
+        "--seed",
+        "--out",
+        "--config",
+        "--set",
+        "--resume",
+        "--device",
+    ):
+        assert flag in out
+
+
+def test_overrides_parse_values_and_reject_typos():
+    cfg = load_config("ppo", overrides=["optim.lr=0.5", "loss.normalize_advantage=false"])
+    assert cfg["optim"]["lr"] == 0.5 and cfg["loss"]["normalize_advantage"] is False
+    with pytest.raises(KeyError, match=r"unknown config key 'optim\.lrr'"):
+        apply_overrides(cfg, ["optim.lrr=1"])
+    with pytest.raises(ValueError, match="unknown preset"):
+        load_preset("nope")
+    assert build_parser().parse_args(["train"]).preset == "ppo"
+
+
+def test_config_file_is_merged(tmp_path):
+    path = tmp_path / "extra.toml"
+    path.write_text("num_envs = 3\n[optim]\nlr = 0.01\n")
+    cfg = load_config("a2c", str(path))
+    assert cfg["num_envs"] == 3 and cfg["optim"]["lr"] == 0.01 and cfg["loss"]["gamma"] == 0.99
+
+
+def _rows(run_dir):
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("preset", ["ppo", "a2c"])
+def test_tiny_run_writes_everything(tmp_path, preset, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            preset,
+            "--frames",
+            "512",
+            "--num-envs",
+            "4",
+            "--quiet",
+            "--out",
+            str(out),
+            "--set",
+            "eval.every_frames=256",
+            "--set",
+            "eval.target_return=0",
+        ]
+    )
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["frames"] >= 512 and summary["algorithm"] == preset
+    rows = _rows(out)
+    assert [int(r["frames"]) for r in rows] == sorted(int(r["frames"]) for r in rows)
+    assert any(r["eval_return"] for r in rows)
+    assert (out / "learning_curve.png").stat().st_size > 0
+    assert latest_checkpoint(out) is not None
+    main(["eval", str(out), "--episodes", "2"])
+    assert "mean return over 2 episodes" in capsys.readouterr().out
+
+
+def test_resume_continues_counters_curves_and_optimizer(tmp_path):
+    cfg = load_config(
+        "ppo",
+        overrides=[
+            "frames=1024",
+            "num_envs=4",
+            "collector.frames_per_batch=128",
+            "logging.checkpoint_every_frames=256",
+            "eval.every_frames=0",
+            "loss.epochs=2",
+        ],
+    )
+    out = tmp_path / "run"
+
+    class Killed(Exception):
+        pass
+
+    trainer = OnPolicyTrainer(cfg, out, quiet=True)
+    original = trainer._after_iteration
+
+    def dying(batch, losses, frames):
+        original(batch, losses, frames)
+        if trainer.frames >= 512:
+            raise Killed
+
+    trainer._after_iteration = dying
+    with pytest.raises(Killed):
+        trainer.run()
+    ckpt = latest_checkpoint(out)
+    assert ckpt is not None and ckpt.name == "ckpt-000000512"
+    step_at_ckpt = float(trainer.optimizer.state_dict()["state"][0]["step"])
+    resumed = OnPolicyTrainer(
+        json.loads((out / "config.json").read_text()), out, quiet=True, resume=True
+    )
+    summary = resumed.run()
+    assert summary["frames"] == 1024 and summary["iterations"] == 8
+    frames = [int(r["frames"]) for r in _rows(out)]
+    assert frames == list(range(128, 1025, 128))
+    assert float(resumed.optimizer.state_dict()["state"][0]["step"]) > step_at_ckpt
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert kept == ["ckpt-000000768", "ckpt-000001024"]
+
+
+def test_resume_without_checkpoint_raises(tmp_path):
+    cfg = load_config("ppo", overrides=["frames=128"])
+    with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
+        OnPolicyTrainer(cfg, tmp_path, quiet=True, resume=True).run()
+
+
+def test_eval_of_a_non_run_directory_raises(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        main(["eval", str(tmp_path)])
+
+
+def test_ppo_preset_learns_cartpole_quickly(tmp_path):
+    torch.manual_seed(0)
+    cfg = load_config("ppo", overrides=["frames=20480"])
+    summary = OnPolicyTrainer(cfg, tmp_path, quiet=True).run()
+    assert summary["best_eval_return"] >= 475
