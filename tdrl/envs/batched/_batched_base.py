@@ -121,24 +121,49 @@ class BatchedEnvBase(EnvBase):
             fake = fake.to(device)
         nxt = fake.get("next").clone()
         inputs = fake.exclude("next").clone()
-        root = inputs.exclude(*self.action_keys).clone()
+        if self.state_keys:  # a policy may write the next state (e.g. a recurrent state)
+            inputs.set("next", nxt.select(*self.state_keys).clone())
+        root = inputs.exclude(*self.action_keys, "next").clone()
         done = self.full_done_spec
-        masks = [
+        reset_masks = [
             torch.zeros(done[g.done].shape, dtype=torch.bool, device=device)
             for g in self.done_groups
         ]
+        actions = self.full_action_spec
+        # discrete specs (Categorical, OneHot, MultiCategorical, MultiOneHot) can carry a mask
+        mask_keys = [k for k in self.action_keys if hasattr(actions[k], "update_mask")]
+        action_masks = [
+            torch.ones(actions[k]._mask_shape(), dtype=torch.bool, device=device) for k in mask_keys
+        ]
+        active = torch.zeros(self.num_workers, len(mask_keys), dtype=torch.bool, device=device)
         return Buffers(
             TreeBuffer(inputs, f"{name}.step"),
             TreeBuffer(nxt, f"{name}.step"),
             TreeBuffer(root, f"{name}.reset"),
-            masks,
+            reset_masks,
+            mask_keys,
+            action_masks,
+            active,
         )
+
+    def _publish_action_masks(self, bufs: Buffers) -> None:
+        """Mirrors the sub-envs' action masks (e.g. from ActionMask) into the batched spec."""
+        active = bufs.mask_active.any(0).tolist()
+        spec = self.full_action_spec
+        for key, on, mask in zip(bufs.mask_keys, active, bufs.action_masks):
+            leaf = spec[key]
+            if on:
+                leaf.update_mask(mask)
+            elif leaf.mask is not None:
+                leaf.update_mask(None)
 
     # ------------------------------------------------------------------ EnvBase hooks
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         bufs = self._ready_buffers()
         missing = bufs.inputs.write(tensordict)
         self._dispatch("step", (missing,), self._all_workers)
+        if bufs.mask_keys:
+            self._publish_action_masks(bufs)
         return self._output(bufs.next)
 
     def _output(self, buf: TreeBuffer) -> TensorDictBase:
@@ -149,6 +174,8 @@ class BatchedEnvBase(EnvBase):
         bufs = self._ready_buffers()
         if tensordict is None:
             self._dispatch("reset", (None, ()), self._all_workers)
+            if bufs.mask_keys:
+                self._publish_action_masks(bufs)
             return self._output(bufs.root)
         masks = self._reset_plan.masks(tensordict)
         if masks is None:  # EnvBase only passes a tensordict holding _reset entries
@@ -158,7 +185,7 @@ class BatchedEnvBase(EnvBase):
         for g, mask in enumerate(masks):
             if mask is None:
                 continue
-            dst = bufs.masks[g]
+            dst = bufs.reset_masks[g]
             if mask.numel() == dst.numel():
                 dst.copy_(mask.reshape(dst.shape))
             else:
@@ -170,6 +197,8 @@ class BatchedEnvBase(EnvBase):
         if workers:
             missing = bufs.inputs.write(tensordict)
             self._dispatch("reset", (tuple(groups), missing), workers)
+            if bufs.mask_keys:
+                self._publish_action_masks(bufs)
         return self._output(bufs.root)
 
     def _set_seed(self, seed: int) -> None:
@@ -215,6 +244,8 @@ class BatchedEnvBase(EnvBase):
         bufs = self._ready_buffers()
         missing = bufs.inputs.write(tensordict)
         flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
+        if bufs.mask_keys:
+            self._publish_action_masks(bufs)
         tensordict.set("next", self._output(bufs.next))
         root = self._step_mdp(tensordict)
         if any(flags):

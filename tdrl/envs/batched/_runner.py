@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
 
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.core import EnvBase
@@ -22,40 +23,66 @@ class Buffers:
     """The preallocated storage of a batched env (leading dim: the workers).
 
     Attributes:
-        inputs: root entries a step or a partial reset reads (observations, states, done leaves,
-            actions).
+        inputs: what a step or a partial reset reads: the root entries (observations, states,
+            done leaves, actions) and, under ``"next"``, the state entries a policy may have
+            written there (a recurrent state for a ``TensorDictPrimer``).
         next: what a step writes under ``"next"``.
         root: the root after a reset (or after the reset of ``step_and_maybe_reset``).
-        masks: one boolean tensor per done group, shaped like the group's ``done`` leaf.
+        reset_masks: one boolean tensor per done group, shaped like the group's ``done`` leaf.
+        mask_keys: the discrete action keys (their specs may carry a mask of legal actions).
+        action_masks: per mask key, the sub-envs' current action masks (all True when unset).
+        mask_active: ``[workers, len(mask_keys)]``: whether the sub-env's spec holds a mask.
     """
 
     def __init__(
-        self, inputs: TreeBuffer, nxt: TreeBuffer, root: TreeBuffer, masks: list[torch.Tensor]
+        self,
+        inputs: TreeBuffer,
+        nxt: TreeBuffer,
+        root: TreeBuffer,
+        reset_masks: list[torch.Tensor],
+        mask_keys: list[NestedKey],
+        action_masks: list[torch.Tensor],
+        mask_active: torch.Tensor,
     ) -> None:
         self.inputs = inputs
         self.next = nxt
         self.root = root
-        self.masks = masks
+        self.reset_masks = reset_masks
+        self.mask_keys = mask_keys
+        self.action_masks = action_masks
+        self.mask_active = mask_active
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [*self.reset_masks, *self.action_masks, self.mask_active]
 
     def share_memory_(self) -> Buffers:
         """Moves every storage to shared memory (in place) and returns self."""
         for buf in (self.inputs, self.next, self.root):
             buf.td.share_memory_()
-        for m in self.masks:
-            m.share_memory_()
+        for t in self._tensors():
+            t.share_memory_()
         return self
 
     def to_parts(self) -> tuple:
         """The storages only, for sending to a worker process (``from_parts`` rebuilds)."""
         bufs = (self.inputs, self.next, self.root)
-        return tuple(b.td for b in bufs), tuple(b.owner for b in bufs), tuple(self.masks)
+        return (
+            tuple(b.td for b in bufs),
+            tuple(b.owner for b in bufs),
+            tuple(self.reset_masks),
+            tuple(self.mask_keys),
+            tuple(self.action_masks),
+            self.mask_active,
+        )
 
     @classmethod
     def from_parts(cls, parts: tuple) -> Buffers:
         """Rebuilds the buffers from ``to_parts()``."""
-        tds, owners, masks = parts
+        tds, owners, reset_masks, mask_keys, action_masks, active = parts
         inputs, nxt, root = (TreeBuffer(td, owner) for td, owner in zip(tds, owners))
-        return cls(inputs, nxt, root, list(masks))
+        return cls(
+            inputs, nxt, root, list(reset_masks), list(mask_keys), list(action_masks), active
+        )
 
     def row(self, index: int) -> Buffers:
         """The views of worker ``index``."""
@@ -63,7 +90,10 @@ class Buffers:
             self.inputs.row(index),
             self.next.row(index),
             self.root.row(index),
-            [m[index] for m in self.masks],
+            [m[index] for m in self.reset_masks],
+            self.mask_keys,
+            [m[index] for m in self.action_masks],
+            self.mask_active[index],
         )
 
 
@@ -89,6 +119,7 @@ class EnvRunner:
         self.env = env
         self.rows = rows
         self._reset_keys = [g.reset for g in env.done_groups]
+        self._mask_keys = rows.mask_keys
         # ParallelEnv buffers live on the cpu (shared memory); an env on another device gets
         # its inputs moved there (outputs are copied back by ``copy_``).
         here = rows.inputs.td.device or torch.device("cpu")
@@ -102,12 +133,16 @@ class EnvRunner:
         """``env.step`` on the input row; writes ``"next"`` into the next row."""
         out = self.env.step(self._inputs(missing))
         self.rows.next.write_all(out.get("next"))
+        if self._mask_keys:
+            self._sync_action_masks()
 
     def step_and_maybe_reset(self, missing: Sequence[int]) -> bool:
         """``env.step_and_maybe_reset``; writes both rows and returns whether a reset happened."""
         out, root = self.env.step_and_maybe_reset(self._inputs(missing))
         self.rows.next.write_all(out.get("next"))
         self.rows.root.write_all(root)
+        if self._mask_keys:
+            self._sync_action_masks()
         return self.env.any_done(out.get("next"))
 
     def reset(self, groups: Sequence[int] | None, missing: Sequence[int]) -> None:
@@ -117,10 +152,25 @@ class EnvRunner:
         else:
             td = self._inputs(missing)
             for g in groups:
-                mask = self.rows.masks[g]
+                mask = self.rows.reset_masks[g]
                 td.set(self._reset_keys[g], mask if self._device is None else mask.to(self._device))
             out = self.env.reset(td)
         self.rows.root.write_all(out)
+        if self._mask_keys:
+            self._sync_action_masks()
+
+    def _sync_action_masks(self) -> None:
+        """Publishes the masks of the sub-env's discrete action specs (set by e.g. ActionMask)."""
+        spec = self.env.full_action_spec
+        active = self.rows.mask_active
+        for j, key in enumerate(self._mask_keys):
+            mask = getattr(spec[key], "mask", None)
+            if mask is not None:
+                self.rows.action_masks[j].copy_(mask)
+                active[j] = True
+            elif active[j]:
+                self.rows.action_masks[j].fill_(True)
+                active[j] = False
 
     def set_seed(self, seed: int) -> int:
         """Seeds the sub-env; returns the next seed of the chain."""

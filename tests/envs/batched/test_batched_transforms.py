@@ -1,0 +1,77 @@
+"""Batched envs with transforms inside the workers and around the batched env."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tdrl.envs.batched import ParallelEnv, SerialEnv
+from tdrl.envs.core import check_env_specs
+from tdrl.envs.transforms import ActionMask, StepCounter, TensorDictPrimer, TransformedEnv
+from tdrl.specs import Unbounded
+from tdrl.testing import CountingEnv, TransformTestEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _batched(kind, n, make):
+    if kind == "serial":
+        return SerialEnv(n, make)
+    return ParallelEnv(n, make, mp_start_method="fork")
+
+
+def _legal(td, action="action", mask="action_mask"):
+    return td[mask].gather(-1, td[action].unsqueeze(-1)).all()
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_primer_inside_carries_what_the_policy_writes(kind):
+    def make():
+        primer = TensorDictPrimer(
+            hidden=Unbounded(shape=(4,)), expand_specs=True, default_value=1.0
+        )
+        return TransformedEnv(CountingEnv(max_steps=100), primer)
+
+    with _batched(kind, 2, make) as env:
+        assert "hidden" in env.state_keys and env.full_observation_spec["hidden"].shape == (2, 4)
+        td = env.reset()
+        assert td["hidden"].eq(1).all()
+        td = env.rand_action(td)
+        td["next", "hidden"] = torch.arange(8.0).reshape(2, 4)  # a recurrent policy's output
+        td, root = env.step_and_maybe_reset(td)
+        assert td["next", "hidden"].tolist() == torch.arange(8.0).reshape(2, 4).tolist()
+        assert root["hidden"].tolist() == td["next", "hidden"].tolist()
+        root.set("_reset", torch.tensor([[True], [False]]))
+        out = env.reset(root)
+        assert out["hidden"][0].eq(1).all() and out["hidden"][1].tolist() == [4.0, 5.0, 6.0, 7.0]
+        # without a policy value, the root value is carried forward
+        nxt = env.step(env.rand_action(out))["next"]
+        assert nxt["hidden"].tolist() == out["hidden"].tolist()
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_action_mask_inside_keeps_random_actions_legal(kind):
+    with _batched(
+        kind, 2, lambda: TransformedEnv(TransformTestEnv((3,), max_steps=6), ActionMask())
+    ) as env:
+        torch.manual_seed(0)
+        td = env.rollout(12, break_when_any_done=False)
+        assert _legal(td)
+        assert td["action"].max() > 0  # the masks open up over time
+        spec_mask = env.full_action_spec["action"].mask
+        assert spec_mask is not None and spec_mask.shape == (2, 3, 4)
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_transforms_around_the_batched_env(kind):
+    base = _batched(kind, 2, lambda: TransformTestEnv((3,), max_steps=6))
+    env = TransformedEnv(base, ActionMask())
+    env.append_transform(StepCounter(max_steps=4))
+    with env:
+        check_env_specs(env)
+        torch.manual_seed(0)
+        td = env.rollout(10, break_when_any_done=False)
+        assert _legal(td)
+        assert td["next", "step_count"].max() == 4
+        assert td["next", "truncated"].any()
+    assert base.is_closed
