@@ -133,8 +133,8 @@ class SegmentTree:
         """Resets every node to the neutral value."""
         self.data.fill_(self.fill)
 
-    def load(self, data: torch.Tensor, where: str) -> None:
-        """Restores ``data`` (a copy of :attr:`data`) after checking it is a consistent tree."""
+    def check(self, data: torch.Tensor, where: str) -> None:
+        """Raises ``CheckpointError`` unless ``data`` is a valid :attr:`data` for this tree."""
         if data.shape != self.data.shape or data.dtype != torch.float64:
             raise CheckpointError(
                 f"{where}: the {self.reduce} tree has the wrong layout (got {data.dtype} "
@@ -160,7 +160,6 @@ class SegmentTree:
                 "the reduction of their children; expected a valid tree). The checkpoint is "
                 "corrupted; dump again."
             )
-        self.data.copy_(data)
 
 
 def _as_priority(priority: Any, index: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -371,6 +370,20 @@ class PrioritizedSampler(Sampler):
                 f"max_priority={max_priority!r}; expected fanout={self._sum.fanout} and a finite "
                 "max priority >= 0). The checkpoint does not match this sampler."
             )
-        self._sum.load(sumtree, where)
-        self._min.load(mintree, where)
+        if not (math.isfinite(beta) and beta >= 0):
+            raise CheckpointError(
+                f"{where}: invalid beta (got {beta!r}; expected a finite number >= 0). The checkpoint is corrupted; dump again."
+            )
+        self._sum.check(sumtree, where)
+        self._min.check(mintree, where)
+        # Both trees hold the same weights; elements never added are 0 (sum) and inf (min).
+        n = self.max_capacity
+        sum_leaves, min_leaves = sumtree[:n], mintree[:n]
+        if not torch.equal(torch.where(min_leaves.isinf(), 0.0, min_leaves), sum_leaves):
+            raise CheckpointError(
+                f"{where}: the sum and min trees disagree (got different leaf weights; expected "
+                "the same weights in both). The checkpoint is corrupted; dump again."
+            )
+        self._sum.data.copy_(sumtree)
+        self._min.data.copy_(mintree)
         self.beta, self._max_priority = beta, max_priority
