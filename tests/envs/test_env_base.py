@@ -277,3 +277,27 @@ def test_check_env_specs_accepts_actions_legal_under_their_own_step_mask():
             return self._with_mask(super()._step(td))
 
     check_env_specs(StepMasked(), num_steps=4)
+
+
+def test_merge_reset_hook_decides_the_partial_reset_result():
+    class KeepsItsOwn(CountingEnv):
+        """Its _reset already returns merged data: the hook only adds it to the input."""
+
+        def _reset(self, td):
+            obs = torch.full((*self.batch_size, 1), 7.0)
+            return TensorDict(observation=obs, batch_size=self.batch_size)
+
+        def _merge_reset(self, old, new, masks):
+            return old.update(new)
+
+    env = KeepsItsOwn(batch_size=(2,))
+    td = env.step_mdp(env.rand_step(env.reset()))
+    td["_reset"] = torch.tensor([[True], [False]])
+    td["policy_state"] = torch.ones(2)
+    out = env.reset(td)
+    assert out["observation"].flatten().tolist() == [7.0, 7.0]  # the default would keep row 1
+    assert out["policy_state"].tolist() == [1.0, 1.0] and "_reset" not in out.keys()
+    plain = CountingEnv(batch_size=(2,))
+    td = plain.step_mdp(plain.rand_step(plain.reset()))
+    td["_reset"] = torch.tensor([[True], [False]])
+    assert plain.reset(td)["observation"].flatten().tolist() == [0.0, 1.0]

@@ -150,9 +150,21 @@ class EnvBase(SpecOwner):
             return out
         base = tensordict.exclude("next")  # type: ignore[union-attr]
         ResetPlan.strip(base, self.done_groups)
-        merged = self._reset_plan.merge(base, out, masks)
+        merged = self._merge_reset(base, out, masks)
         self._check_done_after_reset(merged, masks)
         return merged
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        """Hook: the data after a partial reset, from the previous data and the reset output.
+
+        ``old`` is the reset input without ``"next"`` and ``_reset`` entries, ``new`` what
+        ``_reset`` returned. The default keeps ``old`` wherever a done group does not reset
+        (see ``ResetPlan.merge``). An env whose ``_reset`` already returns the merged full-batch
+        data (``TransformedEnv``) overrides it to only add ``new`` to ``old``.
+        """
+        return self._reset_plan.merge(old, new, masks)
 
     def _carry_inputs(self, tensordict: TensorDictBase, out: TensorDictBase) -> TensorDictBase:
         extra = tensordict.exclude("next", *out.keys(True, True))
