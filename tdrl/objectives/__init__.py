@@ -4,10 +4,12 @@ from tdrl.objectives._a2c import A2CLoss
 from tdrl.objectives._base import LossModule, normalize_key
 from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
+from tdrl.objectives._ensemble import QEnsemble
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._targets import HardUpdate, SoftUpdate
+from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives.value import (
     GAE,
     TD0Estimator,
@@ -27,10 +29,12 @@ __all__ = [
     "LossModule",
     "PPOLoss",
     "PolicyGradientLoss",
+    "QEnsemble",
     "ReinforceLoss",
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",
+    "TD3Loss",
     "TDLambdaEstimator",
     "ValueEstimators",
     "distance_loss",

@@ -1,0 +1,167 @@
+"""TD3Loss: twin delayed DDPG (clipped double-Q targets, target policy smoothing)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import Tensor
+
+from tdrl.objectives._base import LossModule
+from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
+from tdrl.objectives._utils import (
+    action_bounds,
+    check_loss_function,
+    get_entry,
+    swapped,
+    value_target,
+)
+from tdrl.objectives.value import ValueEstimators
+from tdrl.specs import TensorSpec
+
+__all__ = ["TD3Loss"]
+
+
+class TD3Loss(LossModule):
+    """The TD3 loss (Fujimoto et al., 2018).
+
+    ``num_qvalue_nets`` critics (a :class:`~tdrl.objectives.QEnsemble` built from
+    ``qvalue_network``: copy 0 keeps its weights, the others are re-initialised) regress on
+    ``r + gamma * min_i Q'_i(s', clamp(mu'(s') + clip(noise)))`` with Gaussian noise of std
+    ``policy_noise`` clipped to ``[-noise_clip, noise_clip]`` and the action clamped to the
+    bounds (from ``action_spec`` or ``bounds``; not clamped when neither is given). The actor
+    maximises the first critic, ``Q_0(s, mu(s))``. Delaying the policy update is the caller's
+    job: step the actor's optimiser (and the target updater) every ``policy_delay`` updates.
+
+    ``actor_network`` writes the action; ``qvalue_network`` reads the observation and the
+    action and writes ``"state_action_value"``. Terminated steps do not bootstrap, truncated
+    ones do (TD(0) by default, see :meth:`make_value_estimator`).
+
+    Output: ``"loss_actor"`` (trains the actor only), ``"loss_qvalue"`` (the sum over critics
+    of their mean distance to the target), detached ``"td_error"`` (the largest error among
+    the critics per sample, shape ``batch.batch_size``), ``"pred_value"``, ``"target_value"``.
+
+    Args:
+        actor_network: the deterministic policy.
+        qvalue_network: the critic, copied ``num_qvalue_nets`` times (or a list of
+            ``num_qvalue_nets`` critics of one architecture, used as given).
+        num_qvalue_nets: the number of critics.
+        policy_noise: std of the target policy smoothing noise.
+        noise_clip: the noise is clipped to ``[-noise_clip, noise_clip]``.
+        action_spec: a ``Bounded`` action spec (or a Composite holding one) for the clamp.
+        bounds: ``(low, high)`` for the clamp, instead of ``action_spec``.
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        delay_actor: use a target actor for the next action.
+        delay_qvalue: use target critics for the next value.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tdrl.modules import MLP, Actor, ValueOperator
+        >>> actor = Actor(torch.nn.Sequential(MLP(3, 2, num_cells=8), torch.nn.Tanh()))
+        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
+        >>> loss = TD3Loss(actor, critic, bounds=(-1.0, 1.0))
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> out = loss(batch)
+        >>> (out["loss_actor"] + out["loss_qvalue"]).backward()
+        >>> out["td_error"].shape
+        torch.Size([4])
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: the action, the critics' output and the transition's reward and flags."""
+
+        action: NestedKey = "action"
+        state_action_value: NestedKey = "state_action_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: TensorDictModuleBase | Sequence[TensorDictModuleBase],
+        *,
+        num_qvalue_nets: int = 2,
+        policy_noise: float = 0.2,
+        noise_clip: float = 0.5,
+        action_spec: TensorSpec | None = None,
+        bounds: tuple[float | Tensor, float | Tensor] | None = None,
+        loss_function: str = "l2",
+        delay_actor: bool = True,
+        delay_qvalue: bool = True,
+    ) -> None:
+        super().__init__()
+        where = "TD3Loss.__init__"
+        self.loss_function = check_loss_function(loss_function, where)
+        if policy_noise < 0 or noise_clip < 0:
+            raise ValueError(
+                f"{where}: policy_noise and noise_clip must be >= 0 (got {policy_noise}, "
+                f"{noise_clip})."
+            )
+        self.actor_network = actor_network
+        self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
+        self.policy_noise = policy_noise
+        self.noise_clip = noise_clip
+        self.delay_actor = delay_actor
+        bound = action_bounds(action_spec, bounds, where)
+        self.register_buffer("action_low", None if bound is None else bound[0])
+        self.register_buffer("action_high", None if bound is None else bound[1])
+        if delay_actor:
+            self._make_target("actor_network")
+        if delay_qvalue:
+            self._make_target("qvalue_network")
+
+    @torch.no_grad()
+    def _next_value(self, next_td: TensorDictBase) -> Tensor:
+        keys = self.tensor_keys
+        next_td = next_td.copy()
+        target_actor = self.actor_network_target_params if self.delay_actor else None
+        with swapped(target_actor, self.actor_network):
+            self.actor_network(next_td)
+        action = get_entry(next_td, keys.action, "TD3Loss.forward")
+        noise = torch.randn_like(action).mul_(self.policy_noise)
+        action = action + noise.clamp_(-self.noise_clip, self.noise_clip)
+        if self.action_low is not None:
+            action = action.clamp(self.action_low, self.action_high)
+        next_td.set(keys.action, action)
+        values = self.qvalue_network(
+            next_td, ensemble_target(self), out_key=keys.state_action_value
+        )
+        return values.amin(0)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""
+        where = "TD3Loss.forward"
+        key = self.tensor_keys.state_action_value
+        pred = self.qvalue_network(tensordict, out_key=key)
+        next_value = self._next_value(get_entry(tensordict, "next", where))
+        target = value_target(self, tensordict, pred[0].detach(), next_value, where)
+        loss_qvalue, td_error = ensemble_distance(
+            pred, target, self.loss_function, tensordict.batch_dims
+        )
+        acted = self.actor_network(tensordict.copy())
+        first = self.qvalue_network.params.detach()[0]
+        loss_actor = -self.qvalue_network(acted, first, out_key=key).mean()
+        out = TensorDict(
+            {
+                "loss_actor": loss_actor,
+                "loss_qvalue": loss_qvalue,
+                "pred_value": pred.detach().mean(),
+                "target_value": target.mean(),
+            }
+        )
+        out.set(self.tensor_keys.priority, td_error)
+        return out
