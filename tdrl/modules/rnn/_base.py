@@ -93,22 +93,57 @@ class RecurrentModuleBase(TensorDictModuleBase):
     def _run_layer(
         self, layer: nn.Module, x: torch.Tensor, states: States
     ) -> tuple[torch.Tensor, States]:
-        """Runs one layer over ``x`` ``[S, L, F]`` from ``states`` (each ``[S, H]``).
+        """Fused run of one layer over ``x`` ``[S, L, F]`` from ``states`` (each ``[S, H]``).
 
-        Returns the output ``[S, L, H]`` and the state after every step (each ``[S, L, H]``).
+        Returns the output ``[S, L, H]`` and the final states (each ``[1, S, H]``).
         """
         raise NotImplementedError
 
-    def _run(self, x: torch.Tensor, states: States) -> tuple[torch.Tensor, States]:
-        """All layers: states are ``[S, num_layers, H]``; per-step states ``[S, L, layers, H]``."""
+    def _layer_states(
+        self,
+        layer: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        first: States,
+        reset: torch.Tensor | None,
+    ) -> States:
+        """The states after every step (each ``[N, T, H]``) of one layer, in the data layout.
+
+        ``x``/``y`` are the layer's input/output ``[N, T, *]``, ``first`` the states before
+        ``t = 0`` (each ``[N, H]``) and ``reset`` the ``[N, T, 1]`` episode starts (or None).
+        """
+        raise NotImplementedError
+
+    def _run(
+        self, x: torch.Tensor, states: States, is_init: torch.Tensor | None
+    ) -> tuple[torch.Tensor, States]:
+        """All layers over ``[N, T]`` data; ``states`` ``[N, T, layers, H]`` are read at the
+        starts of the segments only. Returns the output and the states after every step."""
+        n, t = x.shape[:2]
+        segments = Segments(is_init, n, t)
+        reset = None if is_init is None else is_init.unsqueeze(-1)
         per_layer: list[States] = []
+        packed = segments.pack(x)
         for i, layer in enumerate(self.layers):
-            if i and self.dropout and self.training:
+            init = tuple(segments.initial(s[:, :, i]) for s in states)
+            y_packed, final = self._run_layer(layer, packed, init)
+            if t == 1:  # step mode: the final states are the states after the step
+                per_layer.append(tuple(f.transpose(0, 1) for f in final))
+                y = y_packed
+            else:
+                y = segments.unpack(y_packed)
+                first = tuple(s[:, 0, i] for s in states)
+                per_layer.append(self._layer_states(layer, x, y, first, reset))
+            x = y
+            if i + 1 < self.num_layers and self.dropout and self.training:
                 x = F.dropout(x, self.dropout, training=True)
-            x, steps = self._run_layer(layer, x, tuple(s[:, i] for s in states))
-            per_layer.append(steps)
+                packed = segments.pack(x)
+            else:
+                packed = y_packed
+        if len(per_layer) == 1:
+            return y, tuple(p.unsqueeze(-2) for p in per_layer[0])
         stacked = tuple(torch.stack(parts, -2) for parts in zip(*per_layer))
-        return x, stacked
+        return y, stacked
 
     # ------------------------------------------------------------------ data
     def _get_state(self, tensordict: TensorDictBase, key: NestedKey) -> torch.Tensor:
@@ -130,21 +165,30 @@ class RecurrentModuleBase(TensorDictModuleBase):
         return self._forward_step(tensordict)
 
     def _forward_step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        # The collection hot path: a lean version of _run for T == 1 (no segments).
         x = tensordict.get(self.in_key)
         batch = x.shape[:-1]
         n = math.prod(batch)
-        states = tuple(
-            self._get_state(tensordict, k).reshape(n, self.num_layers, self.hidden_size)
-            for k in self.state_keys
-        )
+        layers, hidden = self.num_layers, self.hidden_size
+        states = [
+            self._get_state(tensordict, k).reshape(n, layers, hidden) for k in self.state_keys
+        ]
         is_init = tensordict.get(self.is_init_key, None)
         if is_init is not None:
-            reset = is_init.reshape(n, 1, 1)
-            states = tuple(s.masked_fill(reset, 0.0) for s in states)
-        y, new = self._run(x.reshape(n, 1, x.shape[-1]), states)
-        tensordict.set(self.out_key, y.reshape(*batch, self.hidden_size))
-        for key, value in zip(self.state_keys, new):
-            tensordict.set(_next(key), value.reshape(*batch, self.num_layers, self.hidden_size))
+            keep = (~is_init.reshape(n, 1, 1)).to(x.dtype)
+            states = [s * keep for s in states]
+        finals: list[States] = []
+        y = x.reshape(n, 1, x.shape[-1])
+        for i, layer in enumerate(self.layers):
+            if i and self.dropout and self.training:
+                y = F.dropout(y, self.dropout, training=True)
+            y, final = self._run_layer(layer, y, tuple(s[:, i] for s in states))
+            finals.append(final)
+        tensordict.set(self.out_key, y.reshape(*batch, hidden))
+        for j, key in enumerate(self.state_keys):
+            parts = [f[j] for f in finals]  # each [1, n, H]
+            new = parts[0] if layers == 1 else torch.cat(parts, 0)
+            tensordict.set(_next(key), new.transpose(0, 1).reshape(*batch, layers, hidden))
         return tensordict
 
     def _forward_sequence(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -155,22 +199,19 @@ class RecurrentModuleBase(TensorDictModuleBase):
                 " data or call set_recurrent_mode(False)."
             )
         x = tensordict.get(self.in_key)
-        t = tensordict.batch_size[-1]
-        lead = tensordict.batch_size[:-1]
+        lead, t = tensordict.batch_size[:-1], tensordict.batch_size[-1]
         n = math.prod(lead)
-        is_init = tensordict.get(self.is_init_key, None)
-        segments = Segments(None if is_init is None else is_init.reshape(n, t), n, t)
+        layers, hidden = self.num_layers, self.hidden_size
         states = tuple(
-            segments.initial(
-                self._get_state(tensordict, k).reshape(n, t, self.num_layers, self.hidden_size)
-            )
-            for k in self.state_keys
+            self._get_state(tensordict, k).reshape(n, t, layers, hidden) for k in self.state_keys
         )
-        y, steps = self._run(segments.pack(x.reshape(n, t, x.shape[-1])), states)
-        tensordict.set(self.out_key, segments.unpack(y).reshape(*lead, t, self.hidden_size))
-        shape = (*lead, t, self.num_layers, self.hidden_size)
+        is_init = tensordict.get(self.is_init_key, None)
+        y, steps = self._run(
+            x.reshape(n, t, x.shape[-1]), states, None if is_init is None else is_init.reshape(n, t)
+        )
+        tensordict.set(self.out_key, y.reshape(*lead, t, hidden))
         for key, value in zip(self.state_keys, steps):
-            tensordict.set(_next(key), segments.unpack(value).reshape(shape))
+            tensordict.set(_next(key), value.reshape(*lead, t, layers, hidden))
         return tensordict
 
     def extra_repr(self) -> str:

@@ -80,5 +80,15 @@ class GRUModule(RecurrentModuleBase):
         self, layer: nn.Module, x: torch.Tensor, states: States
     ) -> tuple[torch.Tensor, States]:
         (h0,) = states
-        y, _ = layer(x, h0.unsqueeze(0).contiguous())
-        return y, (y,)
+        y, h_n = layer(x, h0.unsqueeze(0).contiguous())
+        return y, (h_n,)
+
+    def _layer_states(
+        self,
+        layer: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        first: States,
+        reset: torch.Tensor | None,
+    ) -> States:
+        return (y,)  # a GRU's hidden state is its output

@@ -7,7 +7,6 @@ from typing import cast
 import torch
 from tensordict.utils import NestedKey
 from torch import nn
-from torch.nn import functional as F
 
 from tdrl.modules.rnn._base import RecurrentModuleBase, States
 
@@ -17,36 +16,53 @@ DeviceLike = torch.device | str | None
 
 
 def _cell_states(
-    layer: nn.LSTM, x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, y: torch.Tensor
+    layer: nn.LSTM,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    first: States,
+    reset: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Cell state after every step, ``[S, L, H]``, from the inputs and the hidden outputs.
+    """Cell state after every step, ``[N, T, H]``, rebuilt from the inputs and hidden outputs.
 
-    The fused kernel only returns the last cell state; the gates only depend on ``x_t`` and
-    ``h_{t-1}`` (both known), so one batched matmul gives every gate and the cell recursion
-    ``c_t = f_t * c_{t-1} + i_t * g_t`` is a cheap elementwise loop over time.
+    The fused kernel only returns the last cell state. The gates only depend on ``x_t`` and
+    ``h_{t-1}`` (both known once the kernel ran), so two matmuls give all of them and the cell
+    recursion ``c_t = f_t * c_{t-1} + i_t * g_t`` is one elementwise op per step. Resets are
+    folded into ``f_t`` (a zero previous state), so the recursion needs no segments.
     """
-    h = layer.hidden_size
-    prev = torch.cat([h0.unsqueeze(1), y[:, :-1]], 1)
+    h0, c0 = first
+    n, t = y.shape[:2]
+    hid = layer.hidden_size
+    # Time-major rows: the per-step slices of the loop below are contiguous.
+    prev = torch.empty((t, n, hid), dtype=y.dtype, device=y.device)
+    prev[0] = h0
+    prev[1:] = y[:, :-1].transpose(0, 1)
+    keep = None if reset is None else ~reset.transpose(0, 1)  # [T, N, 1]
+    if keep is not None:
+        prev.mul_(keep)
 
     def part(name: str) -> torch.Tensor:
-        return cast(torch.Tensor, getattr(layer, name))[: 3 * h]
+        return cast(torch.Tensor, getattr(layer, name))[: 3 * hid]
 
-    w_ih, w_hh = part("weight_ih_l0"), part("weight_hh_l0")
-    b_ih = part("bias_ih_l0") if layer.bias else None
-    b_hh = part("bias_hh_l0") if layer.bias else None
-    gates = F.linear(x, w_ih, b_ih) + F.linear(prev, w_hh, b_hh)
-    i, f, g = gates.transpose(0, 1).chunk(3, -1)  # time-major: contiguous per-step slices
-    update = (torch.sigmoid(i) * torch.tanh(g)).contiguous()
-    forget = torch.sigmoid(f).contiguous()
+    x_rows = x.transpose(0, 1).reshape(t * n, x.shape[-1])
+    prev_rows = prev.view(t * n, hid)
+    if layer.bias:
+        gates = torch.addmm(part("bias_ih_l0") + part("bias_hh_l0"), x_rows, part("weight_ih_l0").T)
+    else:
+        gates = x_rows @ part("weight_ih_l0").T
+    gates = gates.addmm_(prev_rows, part("weight_hh_l0").T).view(t, n, 3 * hid)
+    input_forget = torch.sigmoid(gates[..., : 2 * hid])
+    update = input_forget[..., :hid] * torch.tanh(gates[..., 2 * hid :])
+    forget = input_forget[..., hid:]
+    forget = forget * keep if keep is not None else forget.contiguous()
     c = c0
     if not (update.requires_grad or c0.requires_grad):
         out = torch.empty_like(update)
-        for t in range(update.shape[0]):
-            c = torch.addcmul(update[t], forget[t], c, out=out[t])
+        for step in range(t):
+            c = torch.addcmul(update[step], forget[step], c, out=out[step])
         return out.transpose(0, 1)
     steps = []
-    for t in range(update.shape[0]):
-        c = torch.addcmul(update[t], forget[t], c)
+    for step in range(t):
+        c = torch.addcmul(update[step], forget[step], c)
         steps.append(c)
     return torch.stack(steps, 1)
 
@@ -67,7 +83,8 @@ class LSTMModule(RecurrentModuleBase):
     after every step, including resets where ``is_init`` is true mid-sequence. The stored
     states are only read at ``t = 0`` (and are zeroed at resets). Sequences are cut at the
     resets and the pieces run as one padded batch through the fused LSTM kernel (cuDNN on
-    GPU); the per-step cell states are rebuilt from the gates.
+    GPU); the per-step cell states are rebuilt from the gates (two matmuls and a cheap
+    elementwise recursion).
 
     Args:
         input_size: size of the last dim of ``in_key``.
@@ -131,8 +148,16 @@ class LSTMModule(RecurrentModuleBase):
     def _run_layer(
         self, layer: nn.Module, x: torch.Tensor, states: States
     ) -> tuple[torch.Tensor, States]:
-        h0, c0 = states
-        y, (h_n, c_n) = layer(x, (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()))
-        if x.shape[1] == 1:
-            return y, (h_n.transpose(0, 1), c_n.transpose(0, 1))
-        return y, (y, _cell_states(cast(nn.LSTM, layer), x, h0, c0, y))
+        h0, c0 = (s.unsqueeze(0).contiguous() for s in states)
+        y, (h_n, c_n) = layer(x, (h0, c0))
+        return y, (h_n, c_n)
+
+    def _layer_states(
+        self,
+        layer: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        first: States,
+        reset: torch.Tensor | None,
+    ) -> States:
+        return y, _cell_states(cast(nn.LSTM, layer), x, y, first, reset)

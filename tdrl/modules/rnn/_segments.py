@@ -26,6 +26,7 @@ class Segments:
         self.reset_at_start: torch.Tensor | None = None
         self._dest: torch.Tensor | None = None
         self._starts: torch.Tensor | None = None
+        self._keep: torch.Tensor | None = None
         if is_init is None:
             self.s, self.length = n, t
             return
@@ -71,5 +72,7 @@ class Segments:
             first = state.reshape(self.n * self.t, *state.shape[2:]).index_select(0, self._starts)
         if self.reset_at_start is None:
             return first
-        reset = self.reset_at_start.reshape(-1, *([1] * (first.ndim - 1)))
-        return first.masked_fill(reset, 0.0)
+        if self._keep is None or self._keep.dtype != first.dtype:
+            # A multiply is several times cheaper than masked_fill at step-mode sizes.
+            self._keep = (~self.reset_at_start).to(first.dtype)
+        return first * self._keep.view(-1, *([1] * (first.ndim - 1)))
