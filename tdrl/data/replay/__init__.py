@@ -11,12 +11,13 @@ holds) and a :class:`Writer` (where new data goes)::
     rb.dumps("ckpt/rb")                   # atomic, pickle-free; rb.loads("ckpt/rb") restores
 """
 
-from ._buffers import PrioritizedReplayBuffer, ReplayBuffer
+from ._buffers import ReplayBuffer
 from ._prioritized import PrioritizedSampler
+from ._prioritized_buffers import PrioritizedReplayBuffer, TensorDictPrioritizedReplayBuffer
 from ._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from ._slice import SliceSampler
 from ._storages import ListStorage, Storage
-from ._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
+from ._td_buffers import TensorDictReplayBuffer
 from ._tensor_storages import LazyMemmapStorage, LazyTensorStorage, TensorStorage
 from ._writers import RoundRobinWriter, TensorDictMaxValueWriter, Writer
 

@@ -7,25 +7,27 @@ import copy
 import os
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from tdrl.errors import CheckpointError
 
-from ._checkpoint import atomic_write_dir, read_json, read_tree, resolve_checkpoint_dir, write_tree
+from ._buffer_state import (
+    FORMAT,
+    VERSION,
+    check_header,
+    checked_generator_state,
+    read_buffer_dir,
+    write_buffer_dir,
+)
 from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
 from ._samplers import RandomSampler, Sampler
 from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
 
-__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer"]
-
-FORMAT = "tdrl.replay_buffer"
-VERSION = 1
-_METADATA = "buffer_metadata.json"
+__all__ = ["ReplayBuffer"]
 
 
 def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
@@ -34,17 +36,6 @@ def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
             f"{owner}: invalid {name} (got {value!r}; expected None or an int >= 1). Fix the argument."
         )
     return value
-
-
-def _config_diff(prefix: str, saved: Any, current: dict[str, Any]) -> list[str]:
-    if not isinstance(saved, dict):
-        return [f"{prefix} (got {saved!r}; expected {current})"]
-    keys = sorted(set(saved) | set(current))
-    return [
-        f"{prefix}.{k} (checkpoint {saved.get(k)!r}, this buffer {current.get(k)!r})"
-        for k in keys
-        if saved.get(k) != current.get(k)
-    ]
 
 
 class ReplayBuffer:
@@ -400,38 +391,9 @@ class ReplayBuffer:
         """
         self._load(state, f"{type(self).__name__}.load_state_dict")
 
-    def _check_header(self, state: Any, where: str) -> None:
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise CheckpointError(
-                f"{where}: not a replay buffer state (got format {state.get('format') if isinstance(state, dict) else type(state).__name__!r}; expected {FORMAT!r}). Pass what state_dict()/dumps() produced."
-            )
-        if state.get("version") != VERSION:
-            raise CheckpointError(
-                f"{where}: unsupported version (got {state.get('version')!r}; expected {VERSION}). Load it with the tdrl version that wrote it."
-            )
-        diffs: list[str] = []
-        for part, current in self._components().items():
-            diffs += _config_diff(part, state.get("components", {}).get(part), current)
-        if diffs:
-            raise CheckpointError(
-                f"{where}: the checkpoint does not match this buffer (got differences {'; '.join(diffs)}; expected identical components). Build the buffer with the same classes and arguments."
-            )
-
-    def _checked_generator_state(self, state: dict[str, Any], where: str) -> torch.Tensor | None:
-        gen = state.get("generator")
-        if not isinstance(gen, dict) or "state" not in gen:
-            return None
-        try:
-            torch.Generator().set_state(gen["state"])
-        except (RuntimeError, TypeError) as err:
-            raise CheckpointError(
-                f"{where}: invalid generator state ({err}). The checkpoint is corrupted; dump again."
-            ) from err
-        return gen["state"]
-
     def _load(self, state: dict[str, Any], where: str) -> None:
-        self._check_header(state, where)
-        generator_state = self._checked_generator_state(state, where)
+        check_header(state, self._components(), where)
+        generator_state = checked_generator_state(state, where)
         # Dry runs on copies validate the sampler and writer states before anything changes.
         for part in ("sampler", "writer"):
             copy.deepcopy(getattr(self, f"_{part}")).load_state_dict(state[part])
@@ -476,10 +438,8 @@ class ReplayBuffer:
             raise CheckpointError(
                 f"{where}: {type(self._storage).__name__} cannot be dumped (got a storage of arbitrary Python objects; expected a tensor storage). Use LazyTensorStorage or LazyMemmapStorage."
             )
-        with self._lock:
-            state = self.state_dict()
-            header = {k: state.pop(k) for k in ("format", "version", "components", "len")}
-            atomic_write_dir(path, lambda tmp: write_tree(tmp, state, {_METADATA: header}), where)
+        with self._lock:  # the state holds views of the storage: no write may interleave
+            write_buffer_dir(path, self.state_dict(), where)
 
     def loads(self, path: str | os.PathLike[str]) -> None:
         """Restores a checkpoint written by :meth:`dumps` (no pickle: JSON and raw files only).
@@ -491,68 +451,4 @@ class ReplayBuffer:
                 a buffer with different components.
         """
         where = f"{type(self).__name__}.loads"
-        directory = resolve_checkpoint_dir(path, where)
-        header = read_json(Path(directory) / _METADATA, where)
-        if not isinstance(header, dict):
-            raise CheckpointError(
-                f"{where}: invalid {_METADATA} (got {type(header).__name__}; expected an object). The checkpoint is corrupted; dump again."
-            )
-        tree = read_tree(directory, where)
-        missing = [k for k in ("storage", "sampler", "writer") if not isinstance(tree.get(k), dict)]
-        if missing:
-            raise CheckpointError(
-                f"{where}: the checkpoint lacks {missing} (got {sorted(tree)}; expected storage, sampler and writer). The checkpoint is partial; dump again."
-            )
-        self._load({**tree, **header}, where)
-
-
-class PrioritizedReplayBuffer(ReplayBuffer):
-    """A :class:`ReplayBuffer` with a :class:`~tdrl.data.PrioritizedSampler`.
-
-    :meth:`sample` returns ``(batch, info)`` by default: ``info["index"]`` to pass back to
-    :meth:`update_priority`, ``info["priority_weight"]`` to weight the loss.
-
-    Args:
-        alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
-        beta: importance-weight exponent.
-        eps: added to priorities.
-        storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
-        writer, transform, batch_size, prefetch, generator: as in :class:`ReplayBuffer`.
-
-    Examples:
-        >>> from tdrl.data import LazyTensorStorage, PrioritizedReplayBuffer
-        >>> rb = PrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(100), batch_size=8)
-        >>> _ = rb.extend(torch.randn(20, 3))
-        >>> data, info = rb.sample()
-        >>> rb.update_priority(info["index"], torch.rand(8))
-        >>> sorted(info)
-        ['index', 'priority_weight']
-    """
-
-    def __init__(
-        self,
-        *,
-        alpha: float,
-        beta: float,
-        eps: float = 1e-8,
-        storage: Storage | None = None,
-        writer: Writer | None = None,
-        transform: Callable[[Any], Any] | None = None,
-        batch_size: int | None = None,
-        prefetch: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        storage = storage if storage is not None else ListStorage(1000)
-        super().__init__(
-            storage=storage,
-            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps),
-            writer=writer,
-            transform=transform,
-            batch_size=batch_size,
-            prefetch=prefetch,
-            generator=generator,
-        )
-
-    def sample(self, batch_size: int | None = None, *, return_info: bool = True) -> Any:
-        """Samples ``(batch, info)`` (just the batch with ``return_info=False``)."""
-        return super().sample(batch_size, return_info=return_info)
+        self._load(read_buffer_dir(path, where), where)

@@ -11,10 +11,10 @@ from tensordict import TensorDictBase
 from ._buffers import ReplayBuffer
 from ._prioritized import PrioritizedSampler
 from ._samplers import Sampler
-from ._storages import Batch, ListStorage, Storage
+from ._storages import Batch, Storage
 from ._writers import Writer
 
-__all__ = ["TensorDictPrioritizedReplayBuffer", "TensorDictReplayBuffer"]
+__all__ = ["TensorDictReplayBuffer"]
 
 _REDUCE = {
     "max": lambda x: x.amax(-1),
@@ -146,59 +146,3 @@ class TensorDictReplayBuffer(ReplayBuffer):
         index = data.get("index")
         priority = _reduce_priority(data.get(self.priority_key), index, self._sampler.reduction)
         self.update_priority(index, priority)
-
-
-class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
-    """A :class:`TensorDictReplayBuffer` with a :class:`~tdrl.data.PrioritizedSampler`.
-
-    Samples carry ``"index"`` and ``"priority_weight"``; after computing the loss, set
-    ``sample[priority_key]`` (for instance the TD error) and call
-    :meth:`update_tensordict_priority`.
-
-    Args:
-        alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
-        beta: importance-weight exponent.
-        eps: added to priorities.
-        reduction: how extra priority dims are reduced.
-        priority_key: the priority entry (default ``"td_error"``).
-        storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
-        writer, transform, batch_size, prefetch, generator: as in :class:`~tdrl.data.ReplayBuffer`.
-
-    Examples:
-        >>> from tensordict import TensorDict
-        >>> from tdrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
-        >>> rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(100), batch_size=8)
-        >>> _ = rb.extend(TensorDict({"obs": torch.randn(20, 3)}, [20]))
-        >>> sample = rb.sample()
-        >>> sample["td_error"] = sample["obs"].abs().sum(-1)
-        >>> rb.update_tensordict_priority(sample)
-        >>> sample["priority_weight"].shape
-        torch.Size([8])
-    """
-
-    def __init__(
-        self,
-        *,
-        alpha: float,
-        beta: float,
-        eps: float = 1e-8,
-        reduction: str = "max",
-        priority_key: Any = "td_error",
-        storage: Storage | None = None,
-        writer: Writer | None = None,
-        transform: Callable[[Any], Any] | None = None,
-        batch_size: int | None = None,
-        prefetch: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        storage = storage if storage is not None else ListStorage(1000)
-        super().__init__(
-            priority_key=priority_key,
-            storage=storage,
-            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps, reduction),
-            writer=writer,
-            transform=transform,
-            batch_size=batch_size,
-            prefetch=prefetch,
-            generator=generator,
-        )

@@ -1,0 +1,115 @@
+"""Replay buffer checkpoint plumbing: state headers, component checks, checkpoint directories."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tdrl.errors import CheckpointError
+
+from ._checkpoint import atomic_write_dir, read_json, read_tree, resolve_checkpoint_dir, write_tree
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "check_header",
+    "checked_generator_state",
+    "read_buffer_dir",
+    "write_buffer_dir",
+]
+
+FORMAT = "tdrl.replay_buffer"
+VERSION = 1
+METADATA = "buffer_metadata.json"
+_HEADER = ("format", "version", "components", "len")
+_SECTIONS = ("storage", "sampler", "writer")
+
+
+def _config_diff(prefix: str, saved: Any, current: dict[str, Any]) -> list[str]:
+    if not isinstance(saved, dict):
+        return [f"{prefix} (got {saved!r}; expected {current})"]
+    keys = sorted(set(saved) | set(current))
+    return [
+        f"{prefix}.{k} (checkpoint {saved.get(k)!r}, this buffer {current.get(k)!r})"
+        for k in keys
+        if saved.get(k) != current.get(k)
+    ]
+
+
+def check_header(state: Any, components: dict[str, Any], where: str) -> None:
+    """Checks the format, the version and that the saved components equal ``components``.
+
+    Raises:
+        CheckpointError: naming every differing component argument.
+
+    Examples:
+        >>> check_header({"format": FORMAT, "version": VERSION, "components": {}}, {}, "here")
+    """
+    got = state.get("format") if isinstance(state, dict) else type(state).__name__
+    if not isinstance(state, dict) or got != FORMAT:
+        raise CheckpointError(
+            f"{where}: not a replay buffer state (got format {got!r}; expected {FORMAT!r}). "
+            "Pass what state_dict()/dumps() produced."
+        )
+    if state.get("version") != VERSION:
+        raise CheckpointError(
+            f"{where}: unsupported version (got {state.get('version')!r}; expected {VERSION}). "
+            "Load it with the tdrl version that wrote it."
+        )
+    saved = state.get("components")
+    saved = saved if isinstance(saved, dict) else {}
+    diffs: list[str] = []
+    for part, current in components.items():
+        diffs += _config_diff(part, saved.get(part), current)
+    if diffs:
+        raise CheckpointError(
+            f"{where}: the checkpoint does not match this buffer (got differences "
+            f"{'; '.join(diffs)}; expected identical components). Build the buffer with the same "
+            "classes and arguments."
+        )
+
+
+def checked_generator_state(state: dict[str, Any], where: str) -> torch.Tensor | None:
+    """Returns the saved generator state (``None`` if none was saved) after validating it."""
+    generator = state.get("generator")
+    if not isinstance(generator, dict) or "state" not in generator:
+        return None
+    try:
+        torch.Generator().set_state(generator["state"])
+    except (RuntimeError, TypeError) as err:
+        raise CheckpointError(
+            f"{where}: invalid generator state ({err}). The checkpoint is corrupted; dump again."
+        ) from err
+    return generator["state"]
+
+
+def write_buffer_dir(path: str | os.PathLike[str], state: dict[str, Any], where: str) -> None:
+    """Writes a buffer ``state_dict`` as a checkpoint directory, atomically.
+
+    The header goes to ``buffer_metadata.json``; every other section becomes a folder.
+    """
+    header = {k: state[k] for k in _HEADER}
+    body = {k: v for k, v in state.items() if k not in _HEADER}
+    atomic_write_dir(path, lambda tmp: write_tree(tmp, body, {METADATA: header}), where)
+
+
+def read_buffer_dir(path: str | os.PathLike[str], where: str) -> dict[str, Any]:
+    """Reads a checkpoint directory back into a buffer ``state_dict`` (JSON and raw files only)."""
+    directory = resolve_checkpoint_dir(path, where)
+    header = read_json(Path(directory) / METADATA, where)
+    if not isinstance(header, dict):
+        raise CheckpointError(
+            f"{where}: invalid {METADATA} (got {type(header).__name__}; expected an object). The "
+            "checkpoint is corrupted; dump again."
+        )
+    tree = read_tree(directory, where)
+    missing = [k for k in _SECTIONS if not isinstance(tree.get(k), dict)]
+    if missing:
+        raise CheckpointError(
+            f"{where}: the checkpoint lacks {missing} (got {sorted(tree)}; expected storage, "
+            "sampler and writer). The checkpoint is partial; dump again."
+        )
+    return {**tree, **header}
