@@ -74,6 +74,8 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
     to the spec's bounds, so samples stay inside the spec. Bounds that are equal everywhere are
     passed as floats; per-dim bounds as tensors of the spec shape (pass an un-batched spec then).
     The sample itself is not projected: its log-probability must stay that of the drawn value.
+    With a one-hot or categorical spec, the sample (floats for one-hot distributions) is cast
+    to the spec's dtype (e.g. ``torch.bool`` one-hot actions).
 
     Args:
         module: a TensorDict module writing the distribution parameters (e.g. ``loc``/``scale``).

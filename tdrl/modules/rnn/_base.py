@@ -25,13 +25,18 @@ def _next(key: NestedKey) -> NestedKey:
 
 
 class RecurrentModuleBase(TensorDictModuleBase):
-    """Base of :class:`LSTMModule` and :class:`GRUModule` (see their docs).
+    """Base of :class:`LSTMModule` and :class:`GRUModule` (see their docs for the contract).
 
     Subclasses build one single-layer ``batch_first`` RNN per layer (so that the state of
-    every layer is known at every step) and implement :meth:`_run_layer`.
-    """
+    every layer is known at every step) and implement :meth:`_run_layer` (a fused run) and
+    :meth:`_layer_states` (the states after every step of a sequence).
 
-    _state_names: tuple[str, ...] = ()
+    Examples:
+        >>> from tdrl.modules import GRUModule, LSTMModule
+        >>> [isinstance(m, RecurrentModuleBase) for m in (
+        ...     LSTMModule(2, 3, in_key="x", out_key="y"), GRUModule(2, 3, in_key="x", out_key="y"))]
+        [True, True]
+    """
 
     def __init__(
         self,
@@ -63,13 +68,29 @@ class RecurrentModuleBase(TensorDictModuleBase):
         return self._recurrent_mode
 
     def set_recurrent_mode(self, mode: bool = True) -> RecurrentModuleBase:
-        """Switches between step mode (``False``) and sequence mode (``True``); returns self."""
+        """Switches between step mode (``False``) and sequence mode (``True``); returns self.
+
+        To switch every recurrent module of a policy for a block of code, use the context
+        manager :func:`tdrl.modules.set_recurrent_mode` instead.
+
+        Examples:
+            >>> from tdrl.modules import GRUModule
+            >>> GRUModule(2, 3, in_key="x", out_key="y").set_recurrent_mode(True).recurrent_mode
+            True
+        """
         self._recurrent_mode = bool(mode)
         return self
 
     # ------------------------------------------------------------------ specs
     def recurrent_state_spec(self) -> Composite:
-        """The spec of the hidden-state entries: one ``[num_layers, hidden_size]`` per key."""
+        """The spec of the hidden-state entries: one ``[num_layers, hidden_size]`` per key.
+
+        Examples:
+            >>> from tdrl.modules import LSTMModule
+            >>> spec = LSTMModule(2, 3, in_key="x", out_key="y", num_layers=2).recurrent_state_spec()
+            >>> spec.zero((4,))["recurrent_state_c"].shape
+            torch.Size([4, 2, 3])
+        """
         shape = (self.num_layers, self.hidden_size)
         spec = Composite()
         for key in self.state_keys:
@@ -77,7 +98,19 @@ class RecurrentModuleBase(TensorDictModuleBase):
         return spec
 
     def make_tensordict_primer(self) -> Any:
-        """The ``TensorDictPrimer`` that adds the zero hidden states to an env's data."""
+        """The ``TensorDictPrimer`` that adds the zero hidden states to an env's data.
+
+        Raises:
+            NotImplementedError: ``tdrl.envs.transforms`` has no ``TensorDictPrimer`` yet.
+
+        Examples:
+            >>> from tdrl.modules import LSTMModule
+            >>> lstm = LSTMModule(2, 3, in_key="x", out_key="y")
+            >>> try:  # env.append_transform(lstm.make_tensordict_primer())
+            ...     primer = lstm.make_tensordict_primer()
+            ... except NotImplementedError:
+            ...     primer = None
+        """
         from tdrl.envs import transforms
 
         primer_cls = getattr(transforms, "TensorDictPrimer", None)
@@ -150,10 +183,11 @@ class RecurrentModuleBase(TensorDictModuleBase):
         value = tensordict.get(key, None)
         if value is None:
             name = type(self).__name__
+            keys = ", ".join(map(repr, sorted(tensordict.keys(True, True), key=str)))
             raise KeyError(
                 f"{name}.forward: the recurrent state {key!r} is missing from the data (got keys"
-                f" [{', '.join(map(repr, sorted(tensordict.keys(True, True), key=str)))}]; expected an entry of shape"
-                f" (*batch, {self.num_layers}, {self.hidden_size})). Add the primer to the env:"
+                f" [{keys}]; expected an entry of shape (*batch, {self.num_layers},"
+                f" {self.hidden_size})). Add the primer to the env:"
                 " env.append_transform(module.make_tensordict_primer())."
             )
         return value
