@@ -8,6 +8,7 @@ from tdrl.objectives._ensemble import QEnsemble
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from tdrl.objectives._reinforce import ReinforceLoss
+from tdrl.objectives._sac import SACLoss
 from tdrl.objectives._targets import HardUpdate, SoftUpdate
 from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives.value import (
@@ -31,6 +32,7 @@ __all__ = [
     "PolicyGradientLoss",
     "QEnsemble",
     "ReinforceLoss",
+    "SACLoss",
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",

@@ -1,0 +1,260 @@
+"""SACLoss: soft actor-critic for continuous actions, with a learned entropy temperature."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import Tensor, nn
+
+from tdrl.objectives._base import LossModule
+from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
+from tdrl.objectives._utils import (
+    check_loss_function,
+    get_entry,
+    sample_with_log_prob,
+    unsqueeze_like,
+    value_target,
+)
+from tdrl.objectives.value import ValueEstimators
+from tdrl.specs import Composite, TensorSpec
+
+__all__ = ["SACLoss"]
+
+QNetworks = TensorDictModuleBase | Sequence[TensorDictModuleBase]
+
+
+class _EntropyRegularized(LossModule):
+    """Shared by the SAC family: ``log_alpha`` (trained or fixed) and its loss."""
+
+    log_alpha: Tensor
+
+    def _init_alpha(
+        self,
+        alpha_init: float,
+        fixed_alpha: bool,
+        min_alpha: float | None,
+        max_alpha: float | None,
+    ) -> None:
+        where = f"{type(self).__name__}.__init__"
+        if alpha_init <= 0 or (min_alpha or 1.0) <= 0 or (max_alpha or 1.0) <= 0:
+            raise ValueError(
+                f"{where}: alpha_init, min_alpha and max_alpha must be positive (got "
+                f"{alpha_init}, {min_alpha}, {max_alpha})."
+            )
+        value = torch.tensor(math.log(alpha_init))
+        if fixed_alpha:
+            self.register_buffer("log_alpha", value)
+        else:
+            self.log_alpha = nn.Parameter(value)
+        self.fixed_alpha = fixed_alpha
+        low = -math.inf if min_alpha is None else math.log(min_alpha)
+        high = math.inf if max_alpha is None else math.log(max_alpha)
+        self._log_alpha_bounds = (low, high)
+
+    def _alpha(self) -> Tensor:
+        """The detached temperature; ``log_alpha`` is first projected into its bounds."""
+        low, high = self._log_alpha_bounds
+        with torch.no_grad():
+            if low > -math.inf or high < math.inf:
+                self.log_alpha.data.clamp_(low, high)
+            return self.log_alpha.exp()
+
+    def _alpha_loss(self, gap: Tensor) -> Tensor:
+        """``-log_alpha * gap``: alpha grows while ``gap`` (entropy deficit) is positive."""
+        if self.fixed_alpha:
+            return torch.zeros((), device=self.log_alpha.device)
+        return -(self.log_alpha * gap.detach()).mean()
+
+
+class SACLoss(_EntropyRegularized):
+    """The soft actor-critic loss (Haarnoja et al., 2018) for continuous actions.
+
+    ``actor_network`` is a probabilistic actor (``get_dist``, e.g. a ``ProbabilisticActor``
+    with a ``TanhNormal``); ``qvalue_network`` reads the observation and the action and writes
+    ``"state_action_value"``; it is copied into a :class:`~tdrl.objectives.QEnsemble` of
+    ``num_qvalue_nets`` critics (copy 0 keeps its weights, the others are re-initialised).
+
+    - ``loss_qvalue``: each critic regresses on
+      ``r + gamma * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))`` with ``a' ~ pi(s')`` and the
+      target critics (TD(0) by default, see :meth:`make_value_estimator`; terminated steps do
+      not bootstrap, truncated ones do).
+    - ``loss_actor``: ``alpha * log pi(a|s) - min_i Q_i(s, a)`` with ``a ~ pi(s)``
+      reparameterised; the critics are evaluated with detached weights (it trains the actor
+      only).
+    - ``loss_alpha``: ``-log_alpha * (log pi(a|s) + target_entropy)``, zero with
+      ``fixed_alpha``.
+
+    Diagnostics (detached): ``"alpha"``, ``"entropy"`` (``-log pi`` averaged), ``"td_error"``
+    (the largest critic error per sample, shape ``batch.batch_size``), ``"pred_value"``,
+    ``"target_value"``.
+
+    Args:
+        actor_network: the stochastic policy.
+        qvalue_network: the critic (or a list of critics of one architecture).
+        num_qvalue_nets: the number of critics.
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        alpha_init: the initial temperature.
+        fixed_alpha: keep the temperature constant (``log_alpha`` is then a buffer).
+        target_entropy: a float, or ``"auto"`` for minus the action dimension (from
+            ``action_spec``, else from the data's action).
+        min_alpha: lower bound of the temperature (``log_alpha`` is projected).
+        max_alpha: upper bound of the temperature.
+        action_spec: the action spec (gives the action dimension for ``"auto"``).
+        delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
+        >>> from tdrl.modules import ValueOperator
+        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ...                            ["loc", "scale"], distribution_class=TanhNormal)
+        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
+        >>> loss = SACLoss(actor, critic)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> out = loss(batch)
+        >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+        >>> float(out["alpha"])
+        1.0
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: the action, the critics' output and the transition's reward and flags."""
+
+        action: NestedKey = "action"
+        state_action_value: NestedKey = "state_action_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: QNetworks,
+        *,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "l2",
+        alpha_init: float = 1.0,
+        fixed_alpha: bool = False,
+        target_entropy: float | str = "auto",
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
+        action_spec: TensorSpec | None = None,
+        delay_qvalue: bool = True,
+    ) -> None:
+        super().__init__()
+        where = f"{type(self).__name__}.__init__"
+        self.loss_function = check_loss_function(loss_function, where)
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError(
+                f"{where}: actor_network has no get_dist (got {type(actor_network).__name__}; "
+                "expected a ProbabilisticActor or a ProbabilisticTensorDictSequential)."
+            )
+        self.actor_network = actor_network
+        self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
+        self._init_alpha(alpha_init, fixed_alpha, min_alpha, max_alpha)
+        self.target_entropy = _target_entropy(target_entropy, action_spec, where)
+        if delay_qvalue:
+            self._make_target("qvalue_network")
+
+    # ---------------------------------------------------------------- hooks for REDQ / CQL
+    def _target_members(self) -> TensorDictBase:
+        """The critics' parameters used for the bootstrap value."""
+        return ensemble_target(self)
+
+    def _reduce_actor_q(self, q: Tensor) -> Tensor:
+        """Reduces the critics' values of the policy's action over the ensemble dim."""
+        return q.amin(0)
+
+    _backup_entropy = True
+
+    # ---------------------------------------------------------------- pieces
+    def _entropy_target(self, action: Tensor) -> float:
+        if self.target_entropy is None:
+            return -float(action.shape[-1])
+        return self.target_entropy
+
+    @torch.no_grad()
+    def _next_value(self, next_td: TensorDictBase, alpha: Tensor) -> Tensor:
+        next_td = next_td.copy()
+        action, log_prob = sample_with_log_prob(self.actor_network, next_td)
+        next_td.set(self.tensor_keys.action, action)
+        q = self.qvalue_network(
+            next_td, self._target_members(), out_key=self.tensor_keys.state_action_value
+        ).amin(0)
+        if not self._backup_entropy:
+            return q
+        return q - alpha * unsqueeze_like(log_prob, q)
+
+    def _qvalue_loss(self, td: TensorDictBase, alpha: Tensor) -> tuple[dict[str, Tensor], Tensor]:
+        """Returns the Q terms (loss and diagnostics) and the TD error."""
+        where = f"{type(self).__name__}.forward"
+        pred = self.qvalue_network(td, out_key=self.tensor_keys.state_action_value)
+        next_value = self._next_value(get_entry(td, "next", where), alpha)
+        target = value_target(self, td, pred[0].detach(), next_value, where)
+        loss, td_error = ensemble_distance(pred, target, self.loss_function, td.batch_dims)
+        terms = {
+            "loss_qvalue": loss,
+            "pred_value": pred.detach().mean(),
+            "target_value": target.mean(),
+        }
+        return terms, td_error
+
+    def _actor_loss(self, td: TensorDictBase, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Returns ``(loss_actor, log_prob, action)`` for reparameterised policy actions."""
+        acted = td.copy()
+        action, log_prob = sample_with_log_prob(self.actor_network, acted)
+        acted.set(self.tensor_keys.action, action)
+        q = self.qvalue_network(
+            acted, self.qvalue_network.params.detach(), out_key=self.tensor_keys.state_action_value
+        )
+        q = self._reduce_actor_q(q)
+        log_prob = unsqueeze_like(log_prob, q)
+        return (alpha * log_prob - q).mean(), log_prob, action
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and the diagnostics."""
+        alpha = self._alpha()
+        terms, td_error = self._qvalue_loss(tensordict, alpha)
+        loss_actor, log_prob, action = self._actor_loss(tensordict, alpha)
+        gap = log_prob + self._entropy_target(action)
+        out = TensorDict(
+            {
+                "loss_actor": loss_actor,
+                **terms,
+                "loss_alpha": self._alpha_loss(gap),
+                "alpha": alpha,
+                "entropy": -log_prob.detach().mean(),
+            }
+        )
+        out.set(self.tensor_keys.priority, td_error)
+        return out
+
+
+def _target_entropy(value: float | str, spec: TensorSpec | None, where: str) -> float | None:
+    """A float, or None for "minus the action dimension of the data"."""
+    if value != "auto":
+        if isinstance(value, str):
+            raise ValueError(f"{where}: target_entropy must be a float or 'auto' (got {value!r}).")
+        return float(value)
+    if spec is None:
+        return None
+    leaves: list[Any] = list(spec.values(True, True)) if isinstance(spec, Composite) else [spec]
+    return -float(leaves[0].shape[-1])
