@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -27,7 +27,7 @@ from tdrl.specs import Composite, TensorSpec
 
 __all__ = ["SACLoss"]
 
-QNetworks = TensorDictModuleBase | Sequence[TensorDictModuleBase]
+QNetworks: TypeAlias = TensorDictModuleBase | Sequence[TensorDictModuleBase]
 
 
 class _EntropyRegularized(LossModule):
