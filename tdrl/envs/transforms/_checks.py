@@ -1,0 +1,86 @@
+"""One-time agreement checks between what a transform declares in its specs and what it writes.
+
+A TransformedEnv runs them on the first reset and the first step after its specs were built, so
+a transform whose spec hook disagrees with its data hook fails with an error that names it,
+instead of a shape error far away. The hot path never pays for them afterwards.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.transforms._utils import leaf_keys, show_keys
+from tdrl.errors import SpecError
+from tdrl.specs import Composite, NonTensor, TensorSpec
+
+__all__ = ["check_transform_output"]
+
+Specs = dict[str, Composite]
+
+
+def _leaves(specs: Specs, kinds: tuple[str, ...]) -> dict[NestedKey, TensorSpec]:
+    out: dict[NestedKey, TensorSpec] = {}
+    for kind in kinds:
+        for key in leaf_keys(specs[kind]):
+            out.setdefault(key, specs[kind][key])
+    return out
+
+
+def check_transform_output(
+    name: str,
+    data: TensorDictBase,
+    keys_before: set[NestedKey],
+    before: Specs,
+    after: Specs,
+    kinds: tuple[str, ...],
+    written: list[NestedKey],
+) -> None:
+    """Compares the entries a transform changed in its specs with the data it produced.
+
+    Args:
+        name: ``"<Transform>.<hook>"`` for the messages.
+        data: the data after the transform's hook.
+        keys_before: leaf keys of the data before the hook.
+        before: the specs of the env below the transform.
+        after: the specs once the transform's spec hooks ran.
+        kinds: which spec kinds the data must follow (e.g. observation and done on reset).
+        written: the transform's ``out_keys`` (checked even when their spec leaf is unchanged).
+
+    Raises:
+        SpecError: a declared entry is missing or has another shape/dtype, an entry the spec
+            removed is still there, or the hook wrote an entry no spec declares.
+    """
+    old, new = _leaves(before, kinds), _leaves(after, kinds)
+    every = set(_leaves(after, ("observation", "reward", "done", "state", "action")))
+    keys_after = {k for k in data.keys(True, True)}
+    for key, spec in new.items():
+        if old.get(key) is spec and key not in written:
+            continue
+        value = data.get(key, None)
+        if value is None:
+            raise SpecError(
+                f"{name}: the transform's spec declares {key!r} but its data lacks it (available "
+                f"keys: {show_keys(data)}). Make the data hook write every entry the spec hook "
+                "declares."
+            )
+        if isinstance(value, torch.Tensor) and not isinstance(spec, NonTensor):
+            if value.shape != spec.shape or value.dtype != spec.dtype:
+                raise SpecError(
+                    f"{name}: the data of {key!r} disagrees with the transform's spec (got shape "
+                    f"{tuple(value.shape)} and dtype {value.dtype}; expected shape "
+                    f"{tuple(spec.shape)} and dtype {spec.dtype}; available keys: "
+                    f"{show_keys(data)}). Make the spec hook mirror the data hook."
+                )
+    for key in old.keys() - new.keys():
+        if key in keys_after and key not in every:
+            raise SpecError(
+                f"{name}: the transform's spec removes {key!r} but its data still holds it "
+                f"(available keys: {show_keys(data)}). Delete the entry in the data hook too."
+            )
+    for key in keys_after - keys_before - every:
+        raise SpecError(
+            f"{name}: the transform writes {key!r}, which no spec declares (available spec "
+            f"keys: {show_keys(every)}). Declare it in a transform_*_spec hook."
+        )

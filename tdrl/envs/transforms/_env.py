@@ -1,0 +1,353 @@
+"""TransformedEnv: an env seen through a sequence of transforms."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.core import EnvBase
+from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._checks import check_transform_output
+from tdrl.envs.transforms._compose import Compose, _nodes
+from tdrl.envs.transforms._utils import SPEC_KINDS
+from tdrl.specs import Composite, TensorSpec
+
+__all__ = ["TransformedEnv"]
+
+Specs = dict[str, Composite]
+
+
+def _is_inverse(t: Transform) -> bool:
+    return bool(t.in_keys_inv) or type(t)._inv_call is not Transform._inv_call
+
+
+class TransformedEnv(EnvBase):
+    """An env whose data goes through transforms: ``reset``/``step`` outputs forward, actions back.
+
+    The specs are the base env's specs passed through every transform's spec hooks, computed
+    once and cached; they are recomputed when a transform is appended, inserted or removed.
+    ``reset`` calls the base env's ``reset`` with the ``_reset`` entries and the previous
+    values of the base entries no transform writes (the base env keeps them where nothing
+    resets), then each transform's ``_reset``, which keeps the rows that do not reset for the
+    entries it writes. The result is the final merged data: the EnvBase partial-reset merge
+    only adds it to the input. ``step`` maps the actions through the inverse hooks (on a shallow
+    copy: the caller's root keeps what the policy wrote), steps the base env and passes its
+    ``"next"`` through each transform's ``_step``. Entries the policy wrote under ``"next"``
+    (e.g. a recurrent state) are kept unless the env overwrites them.
+
+    On the first reset and step after the specs were built, each transform's output is checked
+    against its specs once (names the transform, the key and the available keys).
+
+    Args:
+        env: the env to transform (any EnvBase, batched envs included).
+        transform: a Transform, a Compose, or ``None`` for none yet.
+
+    Attributes:
+        base_env: the wrapped env.
+
+    Examples:
+        >>> from tdrl.envs.transforms import RewardSum, StepCounter
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter(max_steps=2))
+        >>> env.append_transform(RewardSum())
+        >>> td = env.rollout(5)
+        >>> td["next", "step_count"][0].flatten().tolist(), td["next", "truncated"][0, -1].item()
+        ([1, 2], True)
+        >>> sorted(env.state_keys)
+        ['episode_reward', 'step_count']
+    """
+
+    def __init__(self, env: EnvBase, transform: Transform | None = None) -> None:
+        if not isinstance(env, EnvBase):
+            raise TypeError(
+                f"TransformedEnv.__init__: env must be an EnvBase (got {type(env).__name__}). "
+                "Wrap external simulators with a tdrl.envs.libs wrapper first."
+            )
+        self.base_env = env
+        self._flat: list[Transform] = []
+        self._attached: list[Transform] = []
+        super().__init__(
+            batch_size=env.batch_size,
+            device=env.device,
+            allow_done_after_reset=env.allow_done_after_reset,
+            validate=env.validate,
+        )
+        if transform is None:
+            transform = Compose()
+        elif not isinstance(transform, Compose):
+            transform = Compose(transform)
+        self._transform = transform
+        self._rebuild()
+
+    # ------------------------------------------------------------------ transforms
+    @property
+    def transform(self) -> Compose:
+        """The transforms, as a Compose (index it: ``env.transform[0]``)."""
+        return self._transform
+
+    def append_transform(self, transform: Transform) -> None:
+        """Appends a transform after the existing ones and recomputes the specs."""
+        self._transform.append(transform)
+
+    def insert_transform(self, index: int, transform: Transform) -> None:
+        """Inserts a transform before position ``index`` and recomputes the specs."""
+        self._transform.insert(index, transform)
+
+    def _owns(self, t: Transform) -> bool:
+        return any(t is a for a in self._attached)
+
+    def _rebuild(self) -> None:
+        """Attaches every transform and recomputes the specs through them."""
+        nodes = _nodes(self._transform)
+        for node in nodes:
+            owner = node.container
+            if owner is not None and owner is not self:
+                raise ValueError(
+                    f"TransformedEnv: {type(node).__name__} already belongs to another "
+                    "TransformedEnv (got a transform with a container; expected a free one). "
+                    "Use a new instance or copy.deepcopy(transform)."
+                )
+        for old in self._attached:
+            if not any(old is n for n in nodes):
+                old._detach()
+        self._attached = nodes
+        for node in nodes:
+            node._attach(self, None)
+        self._flat = self._transform.leaves()
+        self._compute_specs()
+
+    def _compute_specs(self) -> None:
+        base = self.base_env
+        specs: Specs = {k: getattr(base, f"full_{k}_spec").exclude() for k in SPEC_KINDS}
+        stages = [specs]
+        parents: list[EnvBase] = []
+        for i, t in enumerate(self._flat):
+            parent = base if i == 0 else _EnvUpTo(self, i, specs)
+            parents.append(parent)
+            t._attach(self, parent)
+            t._bind(parent)
+            t._check_keys(parent)
+            new: Specs = {}
+            for kind in SPEC_KINDS:
+                out = getattr(t, f"transform_{kind}_spec")(specs[kind].exclude())
+                if not isinstance(out, Composite):
+                    raise TypeError(
+                        f"{type(t).__name__}.transform_{kind}_spec: expected a Composite back "
+                        f"(got {type(out).__name__}). Return the (changed) spec you were given."
+                    )
+                self._check_batch(kind, out)
+                new[kind] = out
+            specs = new
+            stages.append(specs)
+        for node in self._attached:
+            if isinstance(node, Compose):
+                first = node.leaves()
+                node._attach(self, first[0].parent if first else None)
+        self._stages = stages
+        self._parents = parents
+        self._inverse = [t for t in self._flat if _is_inverse(t)]
+        self._checked: dict[str, set[int]] = {"reset": set(), "step": set()}
+        self._specs = dict(specs)
+        device = specs["done"].device
+        self.device = device if device is not None else base.device
+        self._refresh_keys()
+        self._pass_keys: dict[int, list[NestedKey]] = {}
+
+    def _reset_input_keys(self, n: int) -> list[NestedKey]:
+        """What the base env's reset gets: ``_reset`` entries, and the previous values of the
+        base entries that none of the first ``n`` transforms writes (those are still in the
+        base env's representation, so the base env's own partial-reset merge keeps them)."""
+        keys = self._pass_keys.get(n)
+        if keys is None:
+            base = self.base_env
+            written = {k for t in self._flat[:n] for k in t.out_keys}
+            entries = [*base.observation_keys, *base.done_keys, *base.state_keys]
+            keys = ["_reset", *base.reset_keys, *(k for k in entries if k not in written)]
+            keys = list(dict.fromkeys(keys))
+            self._pass_keys[n] = keys
+        return keys
+
+    def _set_full(self, kind: str, spec: TensorSpec) -> None:
+        raise RuntimeError(
+            f"TransformedEnv.full_{kind}_spec: the specs of a TransformedEnv are computed from "
+            "the base env and the transforms (got an assignment; expected none). Set the spec "
+            "on env.base_env, or add a transform that changes it."
+        )
+
+    # ------------------------------------------------------------------ running
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        return self._run_reset(tensordict, len(self._flat))
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self._run_step(tensordict, len(self._flat))
+
+    def _run_reset(self, tensordict: TensorDictBase | None, n: int) -> TensorDictBase:
+        sub = None
+        if tensordict is not None:
+            sub = tensordict.select(*self._reset_input_keys(n), strict=False)
+            base_device = self.base_env.device
+            if self.device != base_device:
+                sub = sub.to(base_device if base_device is not None else "cpu")
+        out = self.base_env.reset(sub)
+        for i in range(n):
+            t = self._flat[i]
+            if i in self._checked["reset"]:
+                out = t._reset(tensordict, out)
+                continue
+            before = {k for k in out.keys(True, True)}
+            out = t._reset(tensordict, out)
+            self._check_output(t, "_reset", i, out, before, ("observation", "done"))
+            self._checked["reset"].add(i)
+        return out
+
+    def _run_step(self, tensordict: TensorDictBase, n: int) -> TensorDictBase:
+        inner = tensordict
+        inverse = self._inverse if n == len(self._flat) else self._inverse_up_to(n)
+        if inverse:
+            inner = tensordict.copy()
+            for t in reversed(inverse):
+                inner = t._inv_call(inner)
+        policy_next = tensordict.get("next", None)
+        nxt = self.base_env.step(inner).get("next")
+        if isinstance(policy_next, TensorDictBase) and policy_next is not nxt:
+            for key in policy_next.keys(True, True):
+                if nxt.get(key, None) is None:
+                    nxt.set(key, policy_next.get(key))
+        for i in range(n):
+            t = self._flat[i]
+            if i in self._checked["step"]:
+                nxt = t._step(tensordict, nxt)
+                continue
+            before = {k for k in nxt.keys(True, True)}
+            nxt = t._step(tensordict, nxt)
+            self._check_output(t, "_step", i, nxt, before, ("observation", "reward", "done"))
+            self._checked["step"].add(i)
+        return nxt
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        # The reset output is final: the base env merged its own entries and every transform
+        # kept the rows that do not reset for the entries it writes.
+        return old.update(new)
+
+    def _inverse_up_to(self, n: int) -> list[Transform]:
+        return [t for t in self._flat[:n] if _is_inverse(t)]
+
+    def _check_output(
+        self,
+        t: Transform,
+        hook: str,
+        i: int,
+        data: TensorDictBase,
+        before: set[NestedKey],
+        kinds: tuple[str, ...],
+    ) -> None:
+        name = f"{type(t).__name__}.{hook}"
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(f"{name}: expected a TensorDict back (got {type(data).__name__}).")
+        stages = self._stages
+        check_transform_output(name, data, before, stages[i], stages[i + 1], kinds, t.out_keys)
+
+    # ------------------------------------------------------------------ misc API
+    def set_seed(self, seed: int) -> int:
+        """Seeds the base env and returns what it returns (the next seed)."""
+        return self.base_env.set_seed(seed)
+
+    def _set_seed(self, seed: int) -> None:
+        self.base_env.set_seed(seed)
+
+    def _close(self) -> None:
+        self.base_env.close()
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The transforms' state (running statistics, normalisation constants).
+
+        Examples:
+            >>> import torch
+            >>> from tdrl.envs.transforms import Transform
+            >>> from tdrl.testing import CountingEnv
+            >>> class Shift(Transform):
+            ...     def __init__(self):
+            ...         super().__init__(in_keys="observation")
+            ...         self.register_buffer("shift", torch.ones(1))
+            ...     def _apply_transform(self, value):
+            ...         return value + self.shift
+            >>> env = TransformedEnv(CountingEnv(), Shift())
+            >>> env.state_dict()
+            {'transforms.0.shift': tensor([1.])}
+        """
+        return dict(self._transform.state_dict(*args, **kwargs))
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
+        """Loads what :meth:`state_dict` returned into the transforms."""
+        return self._transform.load_state_dict(state_dict, strict=strict)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for k in ("_stages", "_parents"):
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._attached = []
+        self._rebuild()
+
+    def __repr__(self) -> str:
+        inner = repr(self.base_env).replace("\n", "\n    ")
+        names = ", ".join(type(t).__name__ for t in self._flat)
+        return f"TransformedEnv(\n    env={inner},\n    transforms=[{names}])"
+
+
+class _EnvUpTo(EnvBase):
+    """The env up to transform ``n`` of a TransformedEnv (what ``Transform.parent`` returns).
+
+    It shares the base env and the transform objects with its owner and uses the owner's specs
+    of that stage; running it runs the first ``n`` transforms.
+    """
+
+    def __init__(self, owner: TransformedEnv, n: int, specs: Specs) -> None:
+        self._owner = owner
+        self._n = n
+        base = owner.base_env
+        super().__init__(
+            batch_size=base.batch_size,
+            device=base.device,
+            allow_done_after_reset=base.allow_done_after_reset,
+            validate=base.validate,
+        )
+        self._specs = dict(specs)
+        device = specs["done"].device
+        self.device = device if device is not None else base.device
+        self._refresh_keys()
+
+    @property
+    def base_env(self) -> EnvBase:
+        """The owner's base env."""
+        return self._owner.base_env
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        return self._owner._run_reset(tensordict, self._n)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self._owner._run_step(tensordict, self._n)
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        return old.update(new)
+
+    def set_seed(self, seed: int) -> int:
+        return self._owner.base_env.set_seed(seed)
+
+    def _set_seed(self, seed: int) -> None:
+        self._owner.base_env.set_seed(seed)
+
+    def __repr__(self) -> str:
+        names = ", ".join(type(t).__name__ for t in self._owner._flat[: self._n])
+        return f"EnvUpTo(env={type(self.base_env).__name__}, transforms=[{names}])"

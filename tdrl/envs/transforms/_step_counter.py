@@ -1,0 +1,134 @@
+"""StepCounter: per-done-group step counts and truncation at a step limit."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.core import EnvBase
+from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._utils import with_prefix
+from tdrl.specs import Bounded, Categorical, Composite, TensorSpec, Unbounded
+
+__all__ = ["StepCounter"]
+
+
+class StepCounter(Transform):
+    """Counts the steps of every done group since its last reset; truncates at ``max_steps``.
+
+    For each done group (prefix ``p``) the transform writes ``(*p, step_count_key)``, an int64
+    tensor of the group's done shape (per agent for per-agent groups): 0 after a reset, +1 at
+    every step. With ``max_steps``, once the count reaches it the group's ``truncated`` leaf
+    (added to the done spec when the group has none) and, with ``update_done``, its ``done``
+    leaf become true. Only groups (and agents) whose ``_reset`` is true restart from 0.
+
+    The count is read back from the root at each step, so it is declared in both the
+    observation and the state spec (batched envs and collectors carry it like any state).
+
+    Args:
+        max_steps: the step at which episodes are truncated (``None``: count only).
+        step_count_key: leaf name of the count.
+        truncated_key: leaf name of the truncation flag.
+        update_done: also set ``done`` when truncating.
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=100), StepCounter(max_steps=3))
+        >>> td = env.rollout(10)
+        >>> td["next", "step_count"].flatten().tolist(), td["next", "truncated"].flatten().tolist()
+        ([1, 2, 3], [False, False, True])
+    """
+
+    def __init__(
+        self,
+        max_steps: int | None = None,
+        *,
+        step_count_key: str = "step_count",
+        truncated_key: str = "truncated",
+        update_done: bool = True,
+    ) -> None:
+        if max_steps is not None and int(max_steps) < 1:
+            raise ValueError(
+                f"StepCounter.__init__: max_steps must be positive (got {max_steps}; expected "
+                "an int >= 1 or None). Pass None to count without truncating."
+            )
+        super().__init__()
+        self.max_steps = None if max_steps is None else int(max_steps)
+        self.step_count_key = step_count_key
+        self.truncated_key = truncated_key
+        self.update_done = update_done
+        self._groups: list[tuple[NestedKey, NestedKey, NestedKey, torch.Size]] = []
+
+    def _bind(self, parent: EnvBase) -> None:
+        done = parent.full_done_spec
+        self._groups = [
+            (
+                with_prefix(g.prefix, self.step_count_key),
+                g.done,
+                with_prefix(g.prefix, self.truncated_key),
+                done[g.done].shape,
+            )
+            for g in parent.done_groups
+        ]
+        self.out_keys = [g[0] for g in self._groups]
+
+    def _count_spec(self, shape: torch.Size, device: torch.device | None) -> TensorSpec:
+        if self.max_steps is None:
+            return Unbounded(shape=shape, dtype=torch.int64, device=device)
+        return Bounded(0, self.max_steps, shape=shape, dtype=torch.int64, device=device)
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        for count, _, _, shape in self._groups:
+            observation_spec[count] = self._count_spec(shape, observation_spec.device)
+        return observation_spec
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        for count, _, _, shape in self._groups:
+            state_spec[count] = self._count_spec(shape, state_spec.device)
+        return state_spec
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        if self.max_steps is None:
+            return done_spec
+        for _, done, trunc, shape in self._groups:
+            if trunc not in done_spec:
+                done_spec[trunc] = Categorical(
+                    2, shape=shape, dtype=torch.bool, device=done_spec[done].device
+                )
+        return done_spec
+
+    def _reset(
+        self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
+    ) -> TensorDictBase:
+        for count, done, trunc, _ in self._groups:
+            flag = tensordict_out.get(done)
+            zeros = torch.zeros(flag.shape, dtype=torch.int64, device=flag.device)
+            tensordict_out.set(count, self._where_reset(tensordict_in, count, zeros))
+            if self.max_steps is not None and tensordict_out.get(trunc, None) is None:
+                no = torch.zeros_like(flag)
+                tensordict_out.set(trunc, self._where_reset(tensordict_in, trunc, no))
+        return tensordict_out
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for count_key, done, trunc_key, _ in self._groups:
+            prev = tensordict.get(count_key, None)
+            if prev is None:
+                raise self._missing_key(count_key, tensordict, "_step")
+            count = prev + 1
+            next_tensordict.set(count_key, count)
+            if self.max_steps is None:
+                continue
+            trunc = count >= self.max_steps
+            old = next_tensordict.get(trunc_key, None)
+            next_tensordict.set(trunc_key, trunc if old is None else old | trunc)
+            if self.update_done:
+                next_tensordict.set(done, next_tensordict.get(done) | trunc)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise self._env_only("forward")
+
+    def extra_repr(self) -> str:
+        return f"max_steps={self.max_steps}, step_count_key={self.step_count_key!r}"
