@@ -8,7 +8,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 
-from tdrl.envs import transforms
+from tdrl.envs.transforms import InitTracker, TensorDictPrimer, TransformedEnv
 from tdrl.modules import GRUModule, LSTMModule, RecurrentModuleBase, set_recurrent_mode
 from tdrl.testing import CountingEnv
 
@@ -155,26 +155,28 @@ def test_missing_state_in_env_rollout() -> None:
         env.rollout(3, policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="EnvBase.step replaces td['next'], dropping the ('next', state) entries the policy wrote",
-)
-def test_rollout_then_sequence_mode_reproduces_outputs() -> None:
-    env = CountingEnv(batch_size=(2,), max_steps=100)
-    lstm = LSTMModule(1, 4, in_key="observation", out_key="features", num_layers=2)
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_env_rollout_with_primer_then_sequence_replay(kind) -> None:
+    """Collect with resets mid-rollout, then replay in sequence mode: same features."""
+    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=3), InitTracker())
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    rnn = cls(1, 4, in_key="observation", out_key="features", num_layers=2)
+    env.append_transform(rnn.make_tensordict_primer())
     head = TensorDictModule(nn.Sequential(nn.Linear(4, 1), nn.Sigmoid()), ["features"], ["action"])
-    policy = TensorDictSequential(lstm, head)
-    start = env.reset().update(lstm.recurrent_state_spec().zero((2,)))
+    policy = TensorDictSequential(rnn, head)
     with torch.no_grad():
-        rollout = env.rollout(6, policy, auto_reset=False, tensordict=start)
-        # step_mdp carried ("next", state) at t to the root at t + 1
+        rollout = env.rollout(8, policy, break_when_any_done=False)
+        assert bool(rollout["is_init"][:, 3].all())  # an episode starts mid-rollout
+        key = rnn.state_keys[-1]
+        carried = rollout[key][:, 1:]
         torch.testing.assert_close(
-            rollout["recurrent_state_c"][:, 1:], rollout["next", "recurrent_state_c"][:, :-1]
+            torch.where(rollout["is_init"][:, 1:, None], 0.0, rollout["next", key][:, :-1]),
+            carried,
         )
         with set_recurrent_mode(policy):
             replay = policy(rollout.clone())
     torch.testing.assert_close(replay["features"], rollout["features"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(replay["next", key], rollout["next", key], atol=1e-5, rtol=1e-5)
 
 
 def test_recurrent_mode_switches() -> None:
@@ -197,11 +199,11 @@ def test_state_spec_and_primer() -> None:
     spec = module.recurrent_state_spec()
     zero = spec.zero((4,))
     assert zero["recurrent_state_h"].shape == zero["recurrent_state_c"].shape == (4, 3, H)
-    if getattr(transforms, "TensorDictPrimer", None) is None:
-        with pytest.raises(NotImplementedError, match="no TensorDictPrimer yet"):
-            module.make_tensordict_primer()
-    else:
-        assert isinstance(module.make_tensordict_primer(), transforms.TensorDictPrimer)
+    primer = module.make_tensordict_primer()
+    assert isinstance(primer, TensorDictPrimer)
+    filled = primer(TensorDict(batch_size=[2, 5]))
+    assert filled["recurrent_state_c"].shape == (2, 5, 3, H)
+    assert not filled["recurrent_state_c"].any()
 
 
 def test_dropout_only_in_training() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from tensordict import TensorDictBase
@@ -13,6 +13,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from tdrl.modules.rnn._segments import Segments
+
+if TYPE_CHECKING:
+    from tdrl.envs.transforms import TensorDictPrimer
 from tdrl.specs import Composite, Unbounded
 
 __all__ = ["RecurrentModuleBase"]
@@ -97,30 +100,22 @@ class RecurrentModuleBase(TensorDictModuleBase):
             spec.set(cast(Any, key), Unbounded(shape=shape))
         return spec
 
-    def make_tensordict_primer(self) -> Any:
-        """The ``TensorDictPrimer`` that adds the zero hidden states to an env's data.
-
-        Raises:
-            NotImplementedError: ``tdrl.envs.transforms`` has no ``TensorDictPrimer`` yet.
+    def make_tensordict_primer(self) -> TensorDictPrimer:
+        """The ``TensorDictPrimer`` that gives an env zero hidden states after every reset.
 
         Examples:
+            >>> from tdrl.envs.transforms import InitTracker, TransformedEnv
             >>> from tdrl.modules import LSTMModule
-            >>> lstm = LSTMModule(2, 3, in_key="x", out_key="y")
-            >>> try:  # env.append_transform(lstm.make_tensordict_primer())
-            ...     primer = lstm.make_tensordict_primer()
-            ... except NotImplementedError:
-            ...     primer = None
+            >>> from tdrl.testing import CountingEnv
+            >>> lstm = LSTMModule(1, 3, in_key="observation", out_key="features")
+            >>> env = TransformedEnv(CountingEnv(batch_size=(2,)), InitTracker())
+            >>> env.append_transform(lstm.make_tensordict_primer())
+            >>> env.reset()["recurrent_state_h"].shape
+            torch.Size([2, 1, 3])
         """
-        from tdrl.envs import transforms
+        from tdrl.envs.transforms import TensorDictPrimer
 
-        primer_cls = getattr(transforms, "TensorDictPrimer", None)
-        if primer_cls is None:
-            raise NotImplementedError(
-                f"{type(self).__name__}.make_tensordict_primer: tdrl.envs.transforms has no"
-                " TensorDictPrimer yet (got None; expected the transform class). Until it lands,"
-                " write zero states of recurrent_state_spec() into the data after each reset."
-            )
-        return primer_cls(self.recurrent_state_spec())
+        return TensorDictPrimer(self.recurrent_state_spec(), expand_specs=True)
 
     # ------------------------------------------------------------------ layers
     def _run_layer(
