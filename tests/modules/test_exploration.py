@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import InteractionType, set_interaction_type
 
+from tdrl.envs.transforms import InitTracker, TransformedEnv
 from tdrl.modules import (
     AdditiveGaussianModule,
     EGreedyModule,
@@ -224,6 +225,16 @@ class TestOrnsteinUhlenbeck:
         assert bool(((rollout["action"] >= 0) & (rollout["action"] <= 1)).all())
         noise = rollout["_ou_prev_noise"]
         assert not torch.equal(noise[:, 1], noise[:, 0])
+
+    def test_resets_with_init_tracker_in_rollout(self) -> None:
+        env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=3), InitTracker())
+        ou = OrnsteinUhlenbeckProcessModule(env.action_spec, sigma=1.0, x0=0.0)
+
+        def policy(td: TensorDict) -> TensorDict:
+            return ou(td.set("action", torch.full((2, 1), 0.5)))
+
+        rollout = env.rollout(8, policy, break_when_any_done=False)
+        assert rollout["_ou_steps"][0, :, 0].tolist() == [1, 2, 3, 1, 2, 3, 1, 2]
 
     def test_sigma_annealing(self) -> None:
         ou = OrnsteinUhlenbeckProcessModule(
