@@ -9,6 +9,7 @@ from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._sac import SACLoss
+from tdrl.objectives._sac_discrete import DiscreteSACLoss
 from tdrl.objectives._targets import HardUpdate, SoftUpdate
 from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives.value import (
@@ -25,6 +26,7 @@ __all__ = [
     "ClipPPOLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DiscreteSACLoss",
     "HardUpdate",
     "KLPENPPOLoss",
     "LossModule",

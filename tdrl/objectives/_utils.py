@@ -79,21 +79,27 @@ def per_sample(error: Tensor, batch_dims: int) -> Tensor:
     return error
 
 
-def gather_action_value(action_value: Tensor, action: Tensor, action_space: str | None) -> Tensor:
-    """The value of the taken action, shape ``[*B, 1]``; one-hot or index actions.
+def gather_action_value(
+    action_value: Tensor, action: Tensor, action_space: str | None, lead: int = 0
+) -> Tensor:
+    """The value of the taken action, shape ``[*lead, *B, 1]``; one-hot or index actions.
 
-    With ``action_space=None`` an action shaped like the action values is one-hot, any other
-    is an index (with or without a trailing dim of size 1).
+    ``action_value`` is ``[*lead, *B, n]`` (``lead`` leading dims, e.g. an ensemble, that the
+    action does not have). With ``action_space=None`` an action with as many dims as one
+    member's values and ``n`` entries in the last one is one-hot, any other is an index (with
+    or without a trailing dim of size 1).
     """
+    member_ndim = action_value.ndim - lead
     if action_space is None:
-        action_space = "one_hot" if action.shape == action_value.shape else "categorical"
+        one_hot = action.ndim == member_ndim and action.shape[-1] == action_value.shape[-1]
+        action_space = "one_hot" if one_hot else "categorical"
     if action_space == "one_hot":
         index = action.to(torch.uint8).argmax(-1, keepdim=True)
     else:
         index = action.long()
-        if index.ndim < action_value.ndim:
+        if index.ndim < member_ndim:
             index = index.unsqueeze(-1)
-    return action_value.gather(-1, index)
+    return action_value.gather(-1, index.expand(*action_value.shape[:-1], 1))
 
 
 def resolve_action_space(
@@ -188,3 +194,15 @@ def unsqueeze_like(t: Tensor, ref: Tensor) -> Tensor:
     while t.ndim < ref.ndim:
         t = t.unsqueeze(-1)
     return t
+
+
+def policy_probs(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
+    """``(probs, log_probs)`` of a discrete actor over its classes (last dim).
+
+    Masked classes (probability 0) get a log-probability of 0 rather than ``-inf`` so that
+    ``probs * log_probs`` stays finite.
+    """
+    dist = actor.get_dist(td)  # type: ignore[operator]
+    log_probs = torch.log_softmax(dist.logits, -1)
+    probs = log_probs.exp()
+    return probs, log_probs.masked_fill(probs == 0, 0.0)
