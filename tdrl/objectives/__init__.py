@@ -7,6 +7,7 @@ from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import QEnsemble
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from tdrl.objectives._redq import REDQLoss
 from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._sac import SACLoss
 from tdrl.objectives._sac_discrete import DiscreteSACLoss
@@ -33,6 +34,7 @@ __all__ = [
     "PPOLoss",
     "PolicyGradientLoss",
     "QEnsemble",
+    "REDQLoss",
     "ReinforceLoss",
     "SACLoss",
     "SoftUpdate",
