@@ -5,10 +5,10 @@ Write a test class that subclasses :class:`TransformContract` (its name must sta
 layout (``"flat"``: root keys only; ``"nested"``: a root group and a per-agent ``"agents"``
 group), each batch size and each :class:`EnvFactory` of :data:`ENV_FACTORIES`.
 
-Env factories say how the env under test is built around a sub-env maker. The single-env
-factory is the only one here; batched-env authors append theirs, e.g.::
+Env factories say how the env under test is built around a sub-env maker: a single env,
+``SerialEnv(2, make)`` and ``ParallelEnv(2, make)`` (fork). More can be appended, e.g.::
 
-    ENV_FACTORIES.append(EnvFactory("serial", lambda make: SerialEnv(2, make), batched=True))
+    ENV_FACTORIES.append(EnvFactory("serial3", lambda make: SerialEnv(3, make), batched=True))
 
 Batched factories run the contract twice: with the transform outside (``TransformedEnv``
 around the batched env) and inside every worker (the batched env of ``TransformedEnv``\\ s).
@@ -30,7 +30,15 @@ import pytest
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from tdrl.envs import Compose, EnvBase, Transform, TransformedEnv, check_env_specs
+from tdrl.envs import (
+    Compose,
+    EnvBase,
+    ParallelEnv,
+    SerialEnv,
+    Transform,
+    TransformedEnv,
+    check_env_specs,
+)
 from tdrl.specs import Bounded, Categorical, Composite, Unbounded
 
 __all__ = ["ENV_FACTORIES", "EnvFactory", "TransformContract", "TransformTestEnv"]
@@ -51,7 +59,12 @@ class EnvFactory:
     batched: bool = False
 
 
-ENV_FACTORIES: list[EnvFactory] = [EnvFactory("single", lambda make: make())]
+ENV_FACTORIES: list[EnvFactory] = [
+    EnvFactory("single", lambda make: make()),
+    EnvFactory("serial", lambda make: SerialEnv(2, make), batched=True),
+    # fork: starting workers costs ~0.1 s instead of seconds with spawn
+    EnvFactory("parallel", lambda make: ParallelEnv(2, make, mp_start_method="fork"), batched=True),
+]
 
 
 class TransformTestEnv(EnvBase):
@@ -251,6 +264,7 @@ class TransformContract:
         check_env_specs(env)
         td = self._rollout(env)
         assert td.batch_size[-1] == self.steps
+        env.close()
 
     def test_contract_inside_batched_env(
         self, factory: EnvFactory, layout: str, batch_size: Any
