@@ -93,7 +93,8 @@ class CartPoleEnv(EnvBase):
         self._rng = make_generator(dev)
         self._state = torch.zeros((*b, 4), device=dev)
         self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
-        self._force = torch.tensor([-_FORCE, _FORCE], device=dev)
+        # Termination bounds per state entry (the velocities are unbounded).
+        self._limits = torch.tensor([_X_LIMIT, math.inf, _THETA_LIMIT, math.inf], device=dev)
         self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
 
     @property
@@ -121,9 +122,11 @@ class CartPoleEnv(EnvBase):
         self._steps = steps.expand(*b, 1).clone()
         return self._output(None)
 
-    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
-        # A copy: whatever a consumer does to the observation in place cannot reach the state.
-        data = {"observation": self._state.clone()}
+    def _output(
+        self, extra: dict[str, torch.Tensor] | None, obs: torch.Tensor | None = None
+    ) -> TensorDictBase:
+        # A copy of the state: whatever a consumer does to it in place cannot reach the env.
+        data = {"observation": self._state.clone() if obs is None else obs}
         if extra is None:
             data.update(
                 done=self._false.clone(),
@@ -142,32 +145,25 @@ class CartPoleEnv(EnvBase):
         if mask is None:
             self._state = fresh
             self._steps = torch.zeros_like(self._steps)
-        else:
-            self._state = torch.where(mask, fresh, self._state)
-            self._steps = self._steps.masked_fill(mask, 0)
-        return self._output(None)
+            return self._output(None)
+        self._state = torch.where(mask, fresh, self._state)
+        self._steps = torch.where(mask, 0, self._steps)
+        # EnvBase keeps the old values where no reset was asked, so the fresh draws can be
+        # returned as they are (they are not the state tensor: no copy needed).
+        return self._output(None, fresh)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
-        if self.categorical_action_encoding:
-            push = self._force[action.long()].unsqueeze(-1)
-        else:
-            push = self._force[action[..., 1].long()].unsqueeze(-1)
-        x, x_dot, theta, theta_dot = self._state.split(1, dim=-1)
-        cos, sin = theta.cos(), theta.sin()
-        temp = (push + _POLE_MOMENT * theta_dot.square() * sin) / _TOTAL_MASS
-        denom = _HALF_LENGTH * (4.0 / 3.0 - _MASS_POLE * cos.square() / _TOTAL_MASS)
-        theta_acc = (_GRAVITY * sin - cos * temp) / denom
-        x_acc = temp - _POLE_MOMENT * theta_acc * cos / _TOTAL_MASS
-        deriv = torch.cat((x_dot, x_acc, theta_dot, theta_acc), dim=-1)
-        self._state = torch.add(self._state, deriv, alpha=_TAU)
-        x, theta = self._state[..., 0:1], self._state[..., 2:3]
-        terminated = (x.abs() > _X_LIMIT) | (theta.abs() > _THETA_LIMIT)
+        right = (
+            action.unsqueeze(-1).bool() if self.categorical_action_encoding else action[..., 1:2]
+        )
+        self._state = _integrate(self._state, torch.where(right, _FORCE, -_FORCE))
+        terminated = (self._state.abs() > self._limits).any(-1, keepdim=True)
         self._steps = self._steps + 1
         truncated = self._steps >= self.max_episode_steps
         return self._output(
             {
-                "reward": torch.ones_like(x),
+                "reward": torch.ones_like(terminated, dtype=torch.float32),
                 "done": terminated | truncated,
                 "terminated": terminated,
                 "truncated": truncated,
@@ -176,3 +172,19 @@ class CartPoleEnv(EnvBase):
 
     def _set_seed(self, seed: int) -> None:
         seed_generator(self._rng, seed)
+
+
+def _integrate(state: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
+    """One Euler step of the cart-pole equations; ``state`` is ``[..., 4]``, ``force`` ``[..., 1]``.
+
+    The fused ``addcmul``/in-place ops on fresh temporaries halve the number of kernels of the
+    textbook formulation (this is the hot path of every rollout).
+    """
+    x_dot, theta, theta_dot = state[..., 1:2], state[..., 2:3], state[..., 3:4]
+    cos, sin = theta.cos(), theta.sin()
+    temp = torch.addcmul(force, theta_dot.square(), sin, value=_POLE_MOMENT).div_(_TOTAL_MASS)
+    denom = cos.square().mul_(-_MASS_POLE / _TOTAL_MASS).add_(4.0 / 3.0).mul_(_HALF_LENGTH)
+    theta_acc = torch.addcmul(sin.mul_(_GRAVITY), cos, temp, value=-1.0).div_(denom)
+    x_acc = torch.addcmul(temp, theta_acc, cos, value=-_POLE_MOMENT / _TOTAL_MASS)
+    deriv = torch.cat((x_dot, x_acc, theta_dot, theta_acc), dim=-1)
+    return torch.add(state, deriv, alpha=_TAU)

@@ -42,7 +42,6 @@ class InfoReader:
         self,
         probe: Mapping[str, Any],
         info_keys: Sequence[str] | Mapping[str, TensorSpec],
-        is_vector: bool,
         batch: torch.Size,
         device: torch.device | None,
         reserved: Sequence[str],

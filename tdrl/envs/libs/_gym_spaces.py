@@ -64,7 +64,7 @@ class _BoxCodec(Codec):
         return torch.from_numpy(np.array(value, dtype=self.np_dtype))
 
     def encode(self, value: torch.Tensor) -> np.ndarray:
-        return value.detach().cpu().numpy().astype(self.np_dtype, copy=False)
+        return value.numpy(force=True).astype(self.np_dtype, copy=False)
 
 
 class _DiscreteCodec(Codec):
@@ -86,7 +86,7 @@ class _DiscreteCodec(Codec):
 
     def encode(self, value: torch.Tensor) -> Any:
         # numpy's argmax on a host copy is several times cheaper than torch's on tiny tensors.
-        array = value.detach().cpu().numpy()
+        array = value.numpy(force=True)
         index = array if self.categorical else array.argmax(-1)
         if self.scalar:
             return int(index) + self.start
@@ -128,7 +128,7 @@ class _MultiBinaryCodec(Codec):
         return torch.from_numpy(np.array(value, dtype=self.np_dtype))
 
     def encode(self, value: torch.Tensor) -> np.ndarray:
-        return value.detach().cpu().numpy().astype(self.np_dtype, copy=False)
+        return value.numpy(force=True).astype(self.np_dtype, copy=False)
 
 
 class _NodeCodec(Codec):

@@ -107,7 +107,7 @@ class GymWrapper(EnvBase):
         reserved += list(obs_spec.keys()) if self._obs_is_dict else ["observation"]  # type: ignore[attr-defined]
         # One reset tells which info entries exist (and their shapes and dtypes).
         _, info = env.reset()
-        self._info = InfoReader(info, info_keys, self.is_vector, b, dev, reserved)
+        self._info = InfoReader(info, info_keys, b, dev, reserved)
         self._set_specs()
         self._pending_seed: int | None = None
         self._cache: TensorDictBase | None = None
