@@ -111,6 +111,11 @@ class TestProbabilisticActor:
         dist = actor.get_dist(out)
         torch.testing.assert_close(out[lp_key], dist.log_prob(out[act_key]), atol=1e-4, rtol=1e-4)
 
+    def test_kwargs_call(self) -> None:
+        actor = _prob_actor(Bounded(-2.0, 3.0, shape=(2,)))
+        outputs = actor(observation=torch.zeros(4, 3))  # one tensor per out key
+        assert outputs[actor.out_keys.index("action")].shape == (4, 2)
+
     def test_custom_log_prob_key(self) -> None:
         actor = _prob_actor(return_log_prob=True, log_prob_key="lp")
         assert "lp" in actor(_td((3,))).keys()

@@ -12,6 +12,7 @@ from tensordict.nn import (
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModuleBase,
+    dispatch,
 )
 from tensordict.utils import NestedKey
 
@@ -142,6 +143,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self._cast = _discrete_dtype(spec, outs[0]) if len(outs) == 1 else None
         self._action_key = outs[0]
 
+    @dispatch(auto_batch_size=False)
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
         """Runs the module and samples; discrete samples are cast to the spec's dtype."""
         out = super().forward(tensordict, *args, **kwargs)
