@@ -100,6 +100,7 @@ class BatchedEnvBase(EnvBase):
         self.full_done_spec = meta.specs["done"].expand(shape)
         self.full_state_spec = meta.specs["state"].expand(shape)
         self._buffers: Buffers | None = None
+        self._masks_published = False
         self._all_workers = tuple(range(num_workers))
 
     # ------------------------------------------------------------------ subclass hooks
@@ -148,6 +149,8 @@ class BatchedEnvBase(EnvBase):
 
     def _publish_action_masks(self, bufs: Buffers) -> None:
         """Mirrors the sub-envs' action masks (e.g. from ActionMask) into the batched spec."""
+        if not self._masks_published and not bool(bufs.mask_active.any()):
+            return  # the usual case: discrete actions without masks
         active = bufs.mask_active.any(0).tolist()
         spec = self.full_action_spec
         for key, on, mask in zip(bufs.mask_keys, active, bufs.action_masks):
@@ -156,6 +159,7 @@ class BatchedEnvBase(EnvBase):
                 leaf.update_mask(mask)
             elif leaf.mask is not None:
                 leaf.update_mask(None)
+        self._masks_published = any(active)
 
     # ------------------------------------------------------------------ EnvBase hooks
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -249,6 +253,11 @@ class BatchedEnvBase(EnvBase):
         tensordict.set("next", self._output(bufs.next))
         root = self._step_mdp(tensordict)
         if any(flags):
+            # workers that did not reset left their root row alone: it equals their next row
+            for w, flag in enumerate(flags):
+                if not flag:
+                    for key, dst in zip(bufs.root.keys, bufs.root.leaves):
+                        dst[w].copy_(bufs.next.leaf(key)[w])
             root.update(self._output(bufs.root))
         return tensordict, root
 

@@ -120,6 +120,9 @@ class EnvRunner:
         self.rows = rows
         self._reset_keys = [g.reset for g in env.done_groups]
         self._mask_keys = rows.mask_keys
+        self._masked = [False] * len(self._mask_keys)
+        done_keys = {g.done for g in env.done_groups}
+        self._next_done = [t for k, t in zip(rows.next.keys, rows.next.leaves) if k in done_keys]
         # ParallelEnv buffers live on the cpu (shared memory); an env on another device gets
         # its inputs moved there (outputs are copied back by ``copy_``).
         here = rows.inputs.td.device or torch.device("cpu")
@@ -137,13 +140,19 @@ class EnvRunner:
             self._sync_action_masks()
 
     def step_and_maybe_reset(self, missing: Sequence[int]) -> bool:
-        """``env.step_and_maybe_reset``; writes both rows and returns whether a reset happened."""
+        """``env.step_and_maybe_reset``; returns whether a reset happened.
+
+        The next row is always written; the root row only after a reset (otherwise the root
+        equals ``"next"`` on every root key, and the caller reads it from there).
+        """
         out, root = self.env.step_and_maybe_reset(self._inputs(missing))
         self.rows.next.write_all(out.get("next"))
-        self.rows.root.write_all(root)
+        reset = any(d.item() if d.numel() == 1 else bool(d.any()) for d in self._next_done)
+        if reset:
+            self.rows.root.write_all(root)
         if self._mask_keys:
             self._sync_action_masks()
-        return self.env.any_done(out.get("next"))
+        return reset
 
     def reset(self, groups: Sequence[int] | None, missing: Sequence[int]) -> None:
         """Full reset when ``groups`` is None, else a partial reset of the masked groups."""
@@ -162,15 +171,15 @@ class EnvRunner:
     def _sync_action_masks(self) -> None:
         """Publishes the masks of the sub-env's discrete action specs (set by e.g. ActionMask)."""
         spec = self.env.full_action_spec
-        active = self.rows.mask_active
         for j, key in enumerate(self._mask_keys):
             mask = getattr(spec[key], "mask", None)
             if mask is not None:
                 self.rows.action_masks[j].copy_(mask)
-                active[j] = True
-            elif active[j]:
+                if not self._masked[j]:
+                    self.rows.mask_active[j] = self._masked[j] = True
+            elif self._masked[j]:
                 self.rows.action_masks[j].fill_(True)
-                active[j] = False
+                self.rows.mask_active[j] = self._masked[j] = False
 
     def set_seed(self, seed: int) -> int:
         """Seeds the sub-env; returns the next seed of the chain."""

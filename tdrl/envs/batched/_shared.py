@@ -19,6 +19,23 @@ from tdrl.errors import SpecError
 
 __all__ = ["TreeBuffer"]
 
+_FOREACH = hasattr(torch, "_foreach_copy_") and hasattr(torch, "_foreach_clone")
+
+
+def _copy_all(dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
+    """``dst.copy_(src)`` for each pair, in one dispatch when torch offers it (~2x faster)."""
+    if _FOREACH and dsts:
+        torch._foreach_copy_(dsts, srcs)
+    else:
+        for dst, src in zip(dsts, srcs):
+            dst.copy_(src)
+
+
+def _clone_all(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    if _FOREACH and tensors:
+        return list(torch._foreach_clone(tensors))
+    return [t.clone() for t in tensors]
+
 
 def _lookup(src: TensorDictBase, path: tuple[str, ...], key: NestedKey) -> Any:
     """``src.get(key, None)``, walking plain TensorDicts' storage dicts directly (10x faster)."""
@@ -103,6 +120,7 @@ class TreeBuffer:
             SpecError: a present entry has the wrong shape.
         """
         missing: list[int] = []
+        dsts, values = [], []
         for i, (key, path, dst) in enumerate(zip(self.keys, self._paths, self.leaves)):
             value = _lookup(src, path, key)
             if value is None:
@@ -110,7 +128,9 @@ class TreeBuffer:
                 continue
             if value.shape != dst.shape:
                 self._bad_shape(key, value, dst)
-            dst.copy_(value)
+            dsts.append(dst)
+            values.append(value)
+        _copy_all(dsts, values)
         return tuple(missing)
 
     def _bad_shape(self, key: NestedKey, value: Any, dst: torch.Tensor) -> None:
@@ -122,6 +142,7 @@ class TreeBuffer:
 
     def write_all(self, src: TensorDictBase) -> None:
         """Copies every leaf from ``src``; raises ``KeyError`` naming the first missing one."""
+        values = []
         for key, path, dst in zip(self.keys, self._paths, self.leaves):
             value = _lookup(src, path, key)
             if value is None:
@@ -132,7 +153,12 @@ class TreeBuffer:
                 )
             if value.shape != dst.shape:
                 self._bad_shape(key, value, dst)
-            dst.copy_(value)
+            values.append(value)
+        _copy_all(self.leaves, values)
+
+    def leaf(self, key: NestedKey) -> torch.Tensor:
+        """The buffer tensor of ``key``."""
+        return self.leaves[self._index[key]]
 
     def view(self, skip: Sequence[int] = ()) -> TensorDict:
         """A new TensorDict whose leaves are the buffer tensors (minus the ``skip`` indices)."""
@@ -140,7 +166,7 @@ class TreeBuffer:
 
     def clone(self) -> TensorDict:
         """A new TensorDict holding fresh copies of every leaf (safe to keep across steps)."""
-        return self._root.build([t.clone() for t in self.leaves], self._no_skip)
+        return self._root.build(_clone_all(self.leaves), self._no_skip)
 
     def row(self, index: int) -> TreeBuffer:
         """The buffer of row ``index`` of the first batch dim (views of this buffer)."""

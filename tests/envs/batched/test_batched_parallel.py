@@ -134,9 +134,9 @@ def test_spawn_with_a_lambda():
 @pytest.mark.timeout(120)
 def test_forkserver_with_an_env_creator():
     creator = EnvCreator(CountingEnv, {"max_steps": 2})
-    with ParallelEnv(2, creator, mp_start_method="forkserver") as env:
+    with ParallelEnv(1, creator, mp_start_method="forkserver") as env:
         data = env.rollout(3, break_when_any_done=False)
-    assert data["next", "observation"][0].flatten().tolist() == [1.0, 2.0, 1.0]
+    assert data["next", "observation"].flatten().tolist() == [1.0, 2.0, 1.0]
 
 
 def test_unknown_start_method_and_bad_timeouts_raise():
@@ -144,3 +144,18 @@ def test_unknown_start_method_and_bad_timeouts_raise():
         ParallelEnv(1, CountingEnv, mp_start_method="threads")
     with pytest.raises(ValueError, match="step_timeout"):
         ParallelEnv(1, CountingEnv, step_timeout=float("inf"))
+
+
+def test_seeded_pendulum_is_reproducible_and_distinct_per_worker():
+    from tdrl.envs.builtin import PendulumEnv
+
+    with ParallelEnv(2, PendulumEnv, mp_start_method="fork") as env:
+        runs = []
+        for _ in range(2):
+            assert env.set_seed(3) == 5
+            runs.append(env.rollout(5, _zero_policy(env)))
+    serial = SerialEnv(2, PendulumEnv)
+    serial.set_seed(3)
+    ref = serial.rollout(5, _zero_policy(serial))
+    assert (runs[0] == runs[1]).all() and (runs[0] == ref).all()
+    assert not torch.equal(runs[0]["observation"][0], runs[0]["observation"][1])

@@ -1,0 +1,223 @@
+"""Batched env benchmarks: SerialEnv(4) and ParallelEnv(4) beside hand-written baselines.
+
+Two families, gymnasium ``CartPole-v1`` (through ``GymEnv``) and the built-in ``PendulumEnv``.
+Each group holds, for the same 4 sub-envs and the same pre-drawn actions:
+
+- ``serial``: ``SerialEnv(4, make)``; ``parallel``: ``ParallelEnv(4, make)`` (fork);
+  ``parallel_2x2``: ``ParallelEnv(2, lambda: SerialEnv(2, make))`` (one process per core here).
+- ``loop``: a hand-written loop over the 4 sub-envs in this process, stacking the leaves of their
+  ``"next"`` and post-reset roots into batched tensors (the single-process baseline).
+- ``mp``: a hand-written 2-process version, 2 sub-envs per process, with the batched tensors in
+  shared memory and single-byte pipe messages (the multiprocess baseline); outputs are cloned, as
+  ParallelEnv returns fresh tensors.
+- ``raw`` (CartPole only): plain gymnasium envs in a loop, numpy results stacked into tensors;
+  what a step costs without any tensordict machinery.
+
+Every version runs ``STEPS`` steps of ``step_and_maybe_reset`` (done members reset). Steps/s =
+``STEPS * 4 / mean``; ratio tdrl / baseline = ``baseline mean / tdrl mean``. Run::
+
+    .venv/bin/python -m pytest benchmarks/test_batched_envs.py --benchmark-enable \\
+        -p no:doctest -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.batched import ParallelEnv, SerialEnv
+from tdrl.envs.builtin import PendulumEnv
+from tdrl.envs.core import EnvBase
+
+torch.set_num_threads(1)
+
+N_ENVS = 4
+STEPS = 100
+ROUNDS = 8
+
+
+def _make_cartpole() -> EnvBase:
+    from tdrl.envs.libs import GymEnv
+
+    return GymEnv("CartPole-v1", categorical_action_encoding=True)
+
+
+def _make_pendulum() -> EnvBase:
+    return PendulumEnv()
+
+
+FAMILIES: dict[str, Callable[[], EnvBase]] = {
+    "gym CartPole-v1": _make_cartpole,
+    "builtin Pendulum": _make_pendulum,
+}
+
+
+def _actions(make: Callable[[], EnvBase]) -> torch.Tensor:
+    """``[STEPS, N_ENVS, *action_shape]`` random actions drawn once."""
+    env = make()
+    spec = env.action_spec.expand(STEPS, N_ENVS, *env.action_spec.shape)
+    env.close()
+    torch.manual_seed(0)
+    return spec.rand()
+
+
+def _family(name: str) -> Callable[[], EnvBase]:
+    if name.startswith("gym"):
+        pytest.importorskip("gymnasium")
+    return FAMILIES[name]
+
+
+def _bench(benchmark, fn) -> None:
+    benchmark.pedantic(fn, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+# ----------------------------------------------------------------------------- tdrl
+def _run_batched(env: EnvBase, actions: torch.Tensor) -> Callable[[], None]:
+    td = env.reset()
+    actions = actions.reshape(STEPS, *env.action_spec.shape)
+
+    def run() -> None:
+        nonlocal td
+        for t in range(STEPS):
+            td.set("action", actions[t])
+            _, td = env.step_and_maybe_reset(td)
+
+    return run
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("impl", ["serial", "parallel", "parallel_2x2"])
+def test_batched_tdrl(benchmark, family, impl):
+    make = _family(family)
+    benchmark.group = f"batched {family} x{N_ENVS}"
+    if impl == "serial":
+        env: EnvBase = SerialEnv(N_ENVS, make)
+    elif impl == "parallel":
+        env = ParallelEnv(N_ENVS, make, mp_start_method="fork")
+    else:
+        env = ParallelEnv(2, lambda: SerialEnv(2, make), mp_start_method="fork")
+    with env:
+        _bench(benchmark, _run_batched(env, _actions(make)))
+
+
+# ----------------------------------------------------------------------------- baselines
+_OUT_KEYS = ("observation", "reward", "done", "terminated", "truncated")
+
+
+def _step_envs(envs, roots, actions_t) -> tuple[list[TensorDictBase], list[TensorDictBase]]:
+    stepped = []
+    for i, env in enumerate(envs):
+        roots[i].set("action", actions_t[i])
+        out, roots[i] = env.step_and_maybe_reset(roots[i])
+        stepped.append(out.get("next"))
+    return stepped, roots
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_batched_baseline_loop(benchmark, family):
+    make = _family(family)
+    benchmark.group = f"batched {family} x{N_ENVS}"
+    envs = [make() for _ in range(N_ENVS)]
+    roots = [env.reset() for env in envs]
+    actions = _actions(make)
+
+    def run() -> None:
+        nonlocal roots
+        for t in range(STEPS):
+            stepped, roots = _step_envs(envs, roots, actions[t])
+            _ = {k: torch.stack([s.get(k) for s in stepped]) for k in _OUT_KEYS}
+            _ = torch.stack([r.get("observation") for r in roots])
+
+    _bench(benchmark, run)
+    for env in envs:
+        env.close()
+
+
+def _mp_worker(conn, make, first: int, count: int, shared: dict[str, torch.Tensor]) -> None:
+    torch.set_num_threads(1)
+    envs = [make() for _ in range(count)]
+    roots = [env.reset() for env in envs]
+    rows = range(first, first + count)
+    while conn.recv_bytes() == b"s":
+        stepped, roots = _step_envs(envs, roots, [shared["action"][i] for i in rows])
+        for j, i in enumerate(rows):
+            for key in _OUT_KEYS:
+                shared[key][i].copy_(stepped[j].get(key))
+            shared["root_observation"][i].copy_(roots[j].get("observation"))
+        conn.send_bytes(b"k")
+    for env in envs:
+        env.close()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_batched_baseline_mp(benchmark, family):
+    make = _family(family)
+    benchmark.group = f"batched {family} x{N_ENVS}"
+    probe = make()
+    fake = probe.fake_tensordict()
+    probe.close()
+    shared = {
+        k: fake.get(("next", k)).expand(N_ENVS, *fake.get(("next", k)).shape).clone()
+        for k in _OUT_KEYS
+    }
+    shared["root_observation"] = shared["observation"].clone()
+    actions = _actions(make)
+    shared["action"] = actions[0].clone()
+    for t in shared.values():
+        t.share_memory_()
+    ctx = multiprocessing.get_context("fork")
+    conns, procs = [], []
+    for w in range(2):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_mp_worker, args=(child, make, 2 * w, 2, shared))
+        proc.start()
+        conns.append(parent)
+        procs.append(proc)
+
+    def run() -> None:
+        for t in range(STEPS):
+            shared["action"].copy_(actions[t])
+            for c in conns:
+                c.send_bytes(b"s")
+            for c in conns:
+                c.recv_bytes()
+            _ = {k: v.clone() for k, v in shared.items() if k != "action"}
+
+    try:
+        _bench(benchmark, run)
+    finally:
+        for c in conns:
+            c.send_bytes(b"q")
+        for p in procs:
+            p.join(10)
+
+
+def test_batched_baseline_raw_gymnasium(benchmark):
+    gym = pytest.importorskip("gymnasium")
+    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}"
+    envs = [gym.make("CartPole-v1") for _ in range(N_ENVS)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    actions = _actions(_make_cartpole).numpy()
+
+    def run() -> None:
+        for t in range(STEPS):
+            obs, rew, term, trunc, root = [], [], [], [], []
+            for i, env in enumerate(envs):
+                o, r, te, tr, _ = env.step(int(actions[t, i]))
+                obs.append(o)
+                rew.append(r)
+                term.append(te)
+                trunc.append(tr)
+                root.append(env.reset()[0] if te or tr else o)
+            _ = torch.as_tensor(np.stack(obs)), torch.as_tensor(np.stack(root))
+            _ = torch.tensor(rew).unsqueeze(-1), torch.tensor(term), torch.tensor(trunc)
+
+    _bench(benchmark, run)
+    for env in envs:
+        env.close()
