@@ -17,7 +17,6 @@ from tdrl.envs.batched._pool import WorkerPool
 from tdrl.envs.batched._runner import Buffers
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.core import EnvMeta
-from tdrl.errors import WorkerError
 
 __all__ = ["ParallelEnv"]
 
@@ -203,8 +202,8 @@ class ParallelEnv(BatchedEnvBase):
         assert pool is not None
         try:
             return pool.run(cmd, args, workers)
-        except (WorkerError, TimeoutError):
-            if pool.failure is not None:  # a worker died or hung: the pool is gone
+        except BaseException:
+            if pool.failure is not None:  # a worker died or hung, or Ctrl-C: the pool is gone
                 self._failure = pool.failure
                 self.close()
             raise

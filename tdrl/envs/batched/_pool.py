@@ -142,12 +142,18 @@ class WorkerPool:
         """
         msg = encode_command(cmd, args)
         conns = self._conns
-        for w in workers:
-            try:
-                conns[w].send_bytes(msg)
-            except OSError:
-                self._died(w, cmd)
-        return self._collect(workers, cmd, self.step_timeout)
+        try:
+            for w in workers:
+                try:
+                    conns[w].send_bytes(msg)
+                except OSError:
+                    self._died(w, cmd)
+            return self._collect(workers, cmd, self.step_timeout)
+        except (KeyboardInterrupt, SystemExit):
+            # Replies may still be on their way: the pipes are out of step, stop the workers.
+            self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
+            self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+            raise
 
     def _collect(self, workers: Sequence[int], cmd: str, timeout: float) -> list[Any]:
         slots = {self._conns[w].fileno(): k for k, w in enumerate(workers)}

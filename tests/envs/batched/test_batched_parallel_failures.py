@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import gc
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -115,6 +116,29 @@ def test_hung_worker_times_out_and_is_killed():
         env.step(td)
     assert time.monotonic() - start < 5
     assert not any(_exists(p) for p in pids)
+
+
+def test_ctrl_c_while_waiting_closes_the_env():
+    entered = multiprocessing.get_context("fork").Event()
+
+    class SignalThenHang(CountingEnv):
+        def _step(self, td):
+            entered.set()
+            threading.Event().wait()
+
+    env = ParallelEnv(1, SignalThenHang, mp_start_method="fork", step_timeout=30)
+    td = env.rand_action(env.reset())
+    pids = env.worker_pids
+    main = threading.main_thread().ident
+
+    def interrupt():
+        if entered.wait(20):
+            signal.pthread_kill(main, signal.SIGINT)  # type: ignore[arg-type]
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        env.step(td)
+    assert env.is_closed and not any(_exists(p) for p in pids)
 
 
 def _torch_shm() -> set[str]:
