@@ -2,6 +2,7 @@
 
 from tdrl.objectives._a2c import A2CLoss
 from tdrl.objectives._base import LossModule, normalize_key
+from tdrl.objectives._cql import CQLLoss, DiscreteCQLLoss
 from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import QEnsemble
@@ -24,9 +25,11 @@ from tdrl.objectives.value import (
 __all__ = [
     "GAE",
     "A2CLoss",
+    "CQLLoss",
     "ClipPPOLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DiscreteCQLLoss",
     "DiscreteSACLoss",
     "HardUpdate",
     "KLPENPPOLoss",

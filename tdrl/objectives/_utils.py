@@ -165,12 +165,15 @@ def _squeeze_rows(t: Tensor) -> Tensor:
     return t.clone()
 
 
-def sample_with_log_prob(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
-    """A reparameterised action of ``actor``'s distribution on ``td`` and its log-probability."""
+def sample_with_log_prob(
+    actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
+) -> tuple[Tensor, Tensor]:
+    """Reparameterised actions of ``actor``'s distribution on ``td`` and their log-probability."""
     dist = actor.get_dist(td)  # type: ignore[operator]
+    shape = torch.Size(sample_shape)
     if hasattr(dist, "rsample_and_log_prob"):
-        return dist.rsample_and_log_prob()
-    action = dist.rsample()
+        return dist.rsample_and_log_prob(shape)
+    action = dist.rsample(shape)
     return action, dist.log_prob(action)
 
 

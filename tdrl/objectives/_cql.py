@@ -1,0 +1,248 @@
+"""CQLLoss: conservative Q-learning on top of SAC, for continuous actions (Kumar et al., 2020)."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from torch import Tensor, nn
+
+from tdrl.objectives._dqn import DQNLoss
+from tdrl.objectives._ensemble import ensemble_distance
+from tdrl.objectives._sac import QNetworks, SACLoss
+from tdrl.objectives._utils import (
+    action_bounds,
+    get_entry,
+    sample_with_log_prob,
+    unsqueeze_like,
+    value_target,
+)
+from tdrl.specs import TensorSpec
+
+__all__ = ["CQLLoss", "DiscreteCQLLoss"]
+
+
+class CQLLoss(SACLoss):
+    """CQL(H): SAC whose critics are pushed down on out-of-data actions and up on data ones.
+
+    The actor, temperature and Bellman terms are those of :class:`~tdrl.objectives.SACLoss`,
+    with the deterministic backup of the CQL paper (the target is
+    ``r + gamma * min_i Q'_i(s', a')`` without the entropy term). The conservative term of
+    each critic ``i`` is
+
+    ``temperature * logsumexp_j((Q_i(s, a_j) - log q(a_j)) / temperature) - Q_i(s, a_data)``
+
+    over ``num_random`` uniform actions in the action bounds, ``num_random`` policy actions at
+    ``s`` and ``num_random`` policy actions at ``s'`` (each minus its log-density: importance
+    sampling), averaged over the batch and scaled by ``min_q_weight``. All these actions and
+    the data action go through the critics in one vectorised call.
+
+    With ``with_lagrange`` the term is multiplied by ``alpha_prime = exp(log_alpha_prime)``
+    after subtracting ``lagrange_thresh``, and ``loss_alpha_prime`` tunes ``alpha_prime`` so
+    that the gap stays near the threshold.
+
+    Output: ``"loss_actor"``, ``"loss_qvalue"`` (Bellman), ``"loss_cql"`` (conservative term,
+    trains the critics only), ``"loss_alpha"``, ``"loss_alpha_prime"`` (with the lagrange
+    option), and the SAC diagnostics plus ``"cql_gap"``.
+
+    Args:
+        actor_network: the stochastic policy.
+        qvalue_network: the critic (or a list of critics of one architecture).
+        num_qvalue_nets: the number of critics.
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        alpha_init: the initial temperature of the entropy term.
+        fixed_alpha: keep the entropy temperature constant.
+        target_entropy: a float, or ``"auto"`` for minus the action dimension.
+        action_spec: a ``Bounded`` action spec: the box of the random actions (default
+            ``[-1, 1]``).
+        temperature: the temperature of the logsumexp.
+        min_q_weight: the weight of the conservative term.
+        num_random: the number of actions of each kind per state.
+        with_lagrange: tune the weight of the conservative term (``log_alpha_prime``).
+        lagrange_thresh: the target gap of the lagrange option.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
+        >>> from tdrl.modules import ValueOperator
+        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ...                            ["loc", "scale"], distribution_class=TanhNormal)
+        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
+        >>> loss = CQLLoss(actor, critic, with_lagrange=True, lagrange_thresh=5.0)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> out = loss(batch)
+        >>> sum(v for k, v in out.items() if k.startswith("loss_")).backward()
+        >>> sorted(k for k in out.keys() if k.startswith("loss_"))
+        ['loss_actor', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
+    """
+
+    _backup_entropy = False
+    action_low: Tensor
+    action_high: Tensor
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: QNetworks,
+        *,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "l2",
+        alpha_init: float = 1.0,
+        fixed_alpha: bool = False,
+        target_entropy: float | str = "auto",
+        action_spec: TensorSpec | None = None,
+        temperature: float = 1.0,
+        min_q_weight: float = 1.0,
+        num_random: int = 10,
+        with_lagrange: bool = False,
+        lagrange_thresh: float = 0.0,
+    ) -> None:
+        super().__init__(
+            actor_network,
+            qvalue_network,
+            num_qvalue_nets=num_qvalue_nets,
+            loss_function=loss_function,
+            alpha_init=alpha_init,
+            fixed_alpha=fixed_alpha,
+            target_entropy=target_entropy,
+            action_spec=action_spec,
+        )
+        where = "CQLLoss.__init__"
+        if temperature <= 0 or num_random < 1:
+            raise ValueError(
+                f"{where}: temperature must be > 0 and num_random >= 1 (got {temperature}, "
+                f"{num_random})."
+            )
+        bounds = action_bounds(action_spec, None, where) or (torch.tensor(-1.0), torch.tensor(1.0))
+        self.register_buffer("action_low", bounds[0])
+        self.register_buffer("action_high", bounds[1])
+        self.temperature = temperature
+        self.min_q_weight = min_q_weight
+        self.num_random = num_random
+        self.with_lagrange = with_lagrange
+        self.lagrange_thresh = lagrange_thresh
+        if with_lagrange:
+            self.log_alpha_prime = nn.Parameter(torch.zeros(()))
+
+    @torch.no_grad()
+    def _proposals(self, td: TensorDictBase, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``3 * num_random`` actions per state and their log-densities (uniform, pi(s), pi(s'))."""
+        n = self.num_random
+        low, high = self.action_low, self.action_high
+        uniform = low + (high - low) * torch.rand((n, *action.shape), device=action.device)
+        current, current_lp = sample_with_log_prob(self.actor_network, td.copy(), (n,))
+        nxt = get_entry(td, "next", "CQLLoss.forward")
+        following, following_lp = sample_with_log_prob(self.actor_network, nxt.copy(), (n,))
+        log_box = (high - low).log().expand(action.shape[-1:]).sum()
+        uniform_lp = torch.full_like(current_lp, 0.0) - log_box
+        actions = torch.cat([uniform, current, following], 0)
+        return actions, torch.cat([uniform_lp, current_lp, following_lp], 0)
+
+    def _qvalue_loss(self, td: TensorDictBase, alpha: Tensor) -> tuple[dict[str, Tensor], Tensor]:
+        where = "CQLLoss.forward"
+        keys = self.tensor_keys
+        action = get_entry(td, keys.action, where)
+        proposals, log_density = self._proposals(td, action)
+        actions = torch.cat([proposals, action.unsqueeze(0)], 0)
+        # Every proposal and the data action in one call: inputs expanded to [3n + 1, *B].
+        inputs = td.select(*self.qvalue_network.in_keys, strict=False)
+        inputs = inputs.expand(actions.shape[0], *td.batch_size).clone(False)
+        inputs.set(keys.action, actions)
+        values = self.qvalue_network(inputs, out_key=keys.state_action_value)
+        pred, proposed = values[:, -1], values[:, :-1]
+
+        next_value = self._next_value(get_entry(td, "next", where), alpha)
+        target = value_target(self, td, pred[0].detach(), next_value, where)
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td.batch_dims)
+
+        scores = (proposed - unsqueeze_like(log_density, proposed[0])) / self.temperature
+        soft_max = self.temperature * torch.logsumexp(scores, dim=1)
+        gap = self.min_q_weight * (soft_max - pred).flatten(1).mean(1)  # one per critic
+        terms = {
+            "loss_qvalue": loss_qvalue,
+            "pred_value": pred.detach().mean(),
+            "target_value": target.mean(),
+            "cql_gap": gap.detach().mean(),
+        }
+        if self.with_lagrange:
+            alpha_prime = self.log_alpha_prime.exp().clamp(0.0, 1e6)
+            terms["loss_cql"] = (alpha_prime.detach() * (gap - self.lagrange_thresh)).sum()
+            shortfall = gap.detach() - self.lagrange_thresh
+            terms["loss_alpha_prime"] = -(alpha_prime * shortfall).mean()
+            terms["alpha_prime"] = alpha_prime.detach()
+        else:
+            terms["loss_cql"] = gap.sum()
+        return terms, td_error
+
+
+class DiscreteCQLLoss(DQNLoss):
+    """CQL for discrete actions: the DQN loss plus ``logsumexp_a Q(s, a) - Q(s, a_data)``.
+
+    Everything of :class:`~tdrl.objectives.DQNLoss` (keys, targets, double DQN, masks,
+    estimators, ``"td_error"``) applies; the conservative term ``"loss_cql"`` (scaled by
+    ``min_q_weight``) pushes down the values of all actions while keeping the data action's
+    up. Actions masked out by the root ``"action_mask"`` (when present) are left out of the
+    logsumexp.
+
+    Args:
+        value_network: the Q-network (a tensordict module writing the action values).
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        delay_value: keep a target copy of the network for the bootstrap values.
+        double_dqn: pick the next action with the live network (Double DQN).
+        action_space: ``"one_hot"``, ``"categorical"`` or a spec (see ``DQNLoss``).
+        min_q_weight: the weight of the conservative term.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> net = TensorDictModule(torch.nn.Linear(4, 2), ["observation"], ["action_value"])
+        >>> loss = DiscreteCQLLoss(net, action_space="categorical")
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(8, 4), "action": torch.randint(2, (8,)),
+        ...     "next": {"observation": torch.randn(8, 4), "reward": torch.ones(8, 1),
+        ...              "done": torch.zeros(8, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
+        >>> out = loss(batch)
+        >>> (out["loss_qvalue"] + out["loss_cql"]).backward()
+        >>> bool(out["cql_gap"] > 0)  # logsumexp exceeds any single value
+        True
+    """
+
+    def __init__(
+        self,
+        value_network: TensorDictModuleBase,
+        *,
+        loss_function: str = "l2",
+        delay_value: bool = True,
+        double_dqn: bool = False,
+        action_space: str | TensorSpec | None = None,
+        min_q_weight: float = 1.0,
+    ) -> None:
+        super().__init__(
+            value_network,
+            loss_function=loss_function,
+            delay_value=delay_value,
+            double_dqn=double_dqn,
+            action_space=action_space,
+        )
+        self.min_q_weight = min_q_weight
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_qvalue``, ``loss_cql`` and the diagnostics."""
+        pred, target, action_values = self._qvalue_terms(tensordict)
+        out = self._output(tensordict, pred, target)
+        mask = tensordict.get(self.tensor_keys.action_mask, None)
+        if mask is not None:
+            action_values = action_values.masked_fill(~mask.bool(), float("-inf"))
+        gap = torch.logsumexp(action_values, -1, keepdim=True) - pred
+        out.set("loss_cql", self.min_q_weight * gap.mean())
+        out.set("cql_gap", gap.detach().mean())
+        return out
