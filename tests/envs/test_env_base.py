@@ -301,3 +301,14 @@ def test_merge_reset_hook_decides_the_partial_reset_result():
     td = plain.step_mdp(plain.rand_step(plain.reset()))
     td["_reset"] = torch.tensor([[True], [False]])
     assert plain.reset(td)["observation"].flatten().tolist() == [0.0, 1.0]
+
+
+def test_step_keeps_entries_the_policy_wrote_under_next():
+    env = CountingEnv(batch_size=(2,))
+    td = env.rand_action(env.reset())
+    td.set(("next", "hidden"), torch.full((2, 3), 4.0))
+    td.set(("next", "observation"), torch.full((2, 1), -1.0))
+    out = env.step(td)
+    assert out["next", "hidden"].eq(4).all()
+    assert out["next", "observation"].eq(1).all()  # the env's own output wins
+    assert "hidden" in env.step_mdp(out).keys()

@@ -232,6 +232,9 @@ class EnvBase(SpecOwner):
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Runs one step: checks the actions, calls ``_step`` and writes the result under ``"next"``.
 
+        Entries already present under ``"next"`` that the env does not produce (a recurrent
+        policy's next hidden state, for instance) are kept.
+
         Returns:
             ``tensordict`` itself, holding ``"next"``.
 
@@ -247,8 +250,14 @@ class EnvBase(SpecOwner):
             tensor([1.])
         """
         self._check_actions(tensordict)
+        preset = tensordict.get("next", None)
         nxt = self._step(tensordict)
         self._fill_done(nxt)
+        if preset is not None:
+            # Entries the policy already wrote under "next" (e.g. recurrent states) are kept.
+            for key in preset.keys(True, True):
+                if nxt.get(key, None) is None:
+                    nxt.set(key, preset.get(key))
         tensordict.set("next", nxt)
         return tensordict
 
