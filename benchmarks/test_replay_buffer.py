@@ -2,7 +2,9 @@
 
 Groups ``<op>-<sampler>`` hold tdrl with the list, tensor and memmap storages and ``baseline``: a
 preallocated dict of tensors used as a ring buffer (slice-copy writes, ``torch.randint`` +
-``index_select`` reads) and, for prioritized sampling, a plain binary sum tree. Run::
+``index_select`` reads) and, for prioritized sampling, a plain binary sum tree. The group
+``sample32_update-prioritized`` times the prioritized training-loop step (sample, then set new
+priorities), where no state cached between samples survives. Run::
 
     .venv/bin/python -m pytest benchmarks/test_replay_buffer.py --benchmark-enable -p no:doctest
 """
@@ -204,3 +206,33 @@ def test_iterate_baseline(benchmark, sampler):
     ring = make_ring(sampler, fill=True)
     out = benchmark(ring.sample, 32, sampler)
     assert out["obs"].shape[0] == 32
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_sample_update(benchmark, storage):
+    benchmark.group = "sample32_update-prioritized"
+    rb = make_buffer(storage, "prioritized", fill=True)
+    priority = torch.rand(32)
+
+    def step():
+        sample = rb.sample()
+        rb.update_priority(sample["index"], priority)
+        return sample
+
+    assert benchmark(step).batch_size == (32,)
+
+
+def test_sample_update_baseline(benchmark):
+    benchmark.group = "sample32_update-prioritized"
+    ring = make_ring("prioritized", fill=True)
+    tree = ring.tree
+    assert tree is not None
+    priority = torch.rand(32, dtype=torch.float64)
+
+    def step():
+        index, _ = tree.sample(32, BETA)
+        out = {k: torch.index_select(b, 0, index) for k, b in ring.bufs.items()}
+        tree.update(index, priority.pow(ALPHA))
+        return out
+
+    assert benchmark(step)["obs"].shape == (32, 4)

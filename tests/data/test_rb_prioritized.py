@@ -41,7 +41,8 @@ def test_sum_tree_matches_cumsum(capacity, fanout, top):
         assert mint.total() == (float(positive.min()) if positive.numel() else math.inf)
         fraction = torch.rand(500, generator=g, dtype=torch.float64)
         expected = torch.searchsorted(leaves.cumsum(0), fraction * leaves.sum(), right=True)
-        got = tree.find(fraction)
+        got, weight = tree.find(fraction)
+        assert torch.equal(weight, leaves[got])
         # Identical up to float rounding at segment boundaries (probability ~1e-13 here).
         assert (got == expected).float().mean() == 1.0
         assert bool((leaves[got] > 0).all())
@@ -74,10 +75,15 @@ def test_tree_levels_shrink():
     assert len(SegmentTree(1000, "sum", 2, 2).sizes) == 10
 
 
-def test_nearest_positive():
-    tree = SegmentTree(10, "sum")
+def test_find_never_returns_zero_weights():
+    tree = SegmentTree(300, "sum", 4, 4)  # five levels
     tree.update(torch.tensor([2, 6]), torch.tensor([1.0, 1.0], dtype=torch.float64))
-    assert tree.nearest_positive(torch.tensor([0, 2, 5, 9])).tolist() == [2, 2, 2, 6]
+    assert tree._nearest_positive(torch.tensor([0, 2, 5, 9])).tolist() == [2, 2, 2, 6]
+    edge = torch.tensor([0.0, 0.5 - 2**-53, 0.5 + 2**-40, 1.0 - 2**-53], dtype=torch.float64)
+    index, weight = tree.find(edge)
+    assert index.tolist() == [2, 2, 6, 6] and bool((weight > 0).all())
+    with pytest.raises(ValueError, match="nothing to sample"):
+        SegmentTree(10, "sum").find(edge)
 
 
 def make_buffer(priorities, alpha=0.8, beta=0.6, seed=0):

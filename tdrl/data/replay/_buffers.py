@@ -84,7 +84,7 @@ class ReplayBuffer:
         prefetch: int | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        name = type(self).__name__
+        name = f"{type(self).__name__}.__init__"
         for arg, value, kind in (
             ("storage", storage, Storage),
             ("sampler", sampler, Sampler),
@@ -201,7 +201,7 @@ class ReplayBuffer:
         """Which rows of the write survive: ``None`` for all, else an index or a slice."""
         if slots.numel() > self._storage.slots:  # the first rows were overwritten at once
             return slice(slots.numel() - self._storage.slots, None)
-        if slots.numel() and int(slots.min()) < 0:
+        if self._writer.drops and slots.numel() and int(slots.min()) < 0:
             return (slots >= 0).nonzero().squeeze(1)
         return None
 

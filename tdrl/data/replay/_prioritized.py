@@ -27,6 +27,7 @@ __all__ = ["FANOUT", "TOP_SIZE", "PrioritizedSampler", "SegmentTree"]
 FANOUT = 128
 #: the largest top level (searched flat).
 TOP_SIZE = 16384
+_BELOW_ONE = 1.0 - 2.0**-52
 
 
 def _level_sizes(capacity: int, fanout: int, top_size: int) -> list[int]:
@@ -54,8 +55,9 @@ class SegmentTree:
     Examples:
         >>> tree = SegmentTree(5, "sum", fanout=2, top_size=2)
         >>> tree.update(torch.tensor([0, 3]), torch.tensor([1.0, 3.0], dtype=torch.float64))
-        >>> tree.total(), tree.find(torch.tensor([0.1, 0.3, 0.99], dtype=torch.float64)).tolist()
-        (4.0, [0, 3, 3])
+        >>> index, weight = tree.find(torch.tensor([0.1, 0.3, 0.99], dtype=torch.float64))
+        >>> tree.total(), index.tolist(), weight.tolist()
+        (4.0, [0, 3, 3], [1.0, 3.0, 3.0])
     """
 
     def __init__(
@@ -63,7 +65,8 @@ class SegmentTree:
     ) -> None:
         if reduce not in ("sum", "min"):
             raise ValueError(
-                f"SegmentTree: unknown reduce (got {reduce!r}; expected 'sum' or 'min')."
+                f"SegmentTree.__init__: unknown reduce (got {reduce!r}; expected 'sum' or 'min'). "
+                "Use one of them."
             )
         self.capacity, self.reduce, self.fanout, self.top_size = capacity, reduce, fanout, top_size
         self.fill = 0.0 if reduce == "sum" else math.inf
@@ -71,12 +74,16 @@ class SegmentTree:
         self.data = torch.full((sum(self.sizes),), self.fill, dtype=torch.float64)
         self.levels = list(torch.split(self.data, self.sizes))
         self.leaves = self.levels[0]
+        # (cumsum of the top level with a leading 0, total), kept until the next change:
+        # consecutive samples without priority updates skip the top-level scan.
+        self._top: tuple[torch.Tensor | None, float] | None = None
 
     def _block_reduce(self, blocks: torch.Tensor) -> torch.Tensor:
         return blocks.sum(1) if self.reduce == "sum" else blocks.amin(1)
 
     def update(self, index: torch.Tensor, values: torch.Tensor) -> None:
         """Sets ``leaves[index] = values`` (unique indices) and refreshes their ancestors."""
+        self._top = None
         node = index
         self.leaves.index_copy_(0, node, values)
         for below, level in zip(self.levels[:-1], self.levels[1:]):
@@ -87,31 +94,58 @@ class SegmentTree:
 
     def rebuild(self) -> None:
         """Recomputes every inner node from the leaves."""
+        self._top = None
         for below, level in zip(self.levels[:-1], self.levels[1:]):
             reduced = self._block_reduce(below.view(-1, self.fanout))
             level[: reduced.numel()] = reduced
 
+    def copy_(self, data: torch.Tensor) -> None:
+        """Overwrites every node with ``data`` (see :meth:`check`)."""
+        self._top = None
+        self.data.copy_(data)
+
+    def clear(self) -> None:
+        """Resets every node to the neutral value."""
+        self._top = None
+        self.data.fill_(self.fill)
+
+    def _scan_top(self) -> tuple[torch.Tensor | None, float]:
+        if self._top is None:
+            top = self.levels[-1]
+            if self.reduce == "sum":
+                cum = torch.nn.functional.pad(top, (1, 0)).cumsum_(0)
+                self._top = (cum, float(cum[-1]))
+            else:
+                self._top = (None, float(top.amin()))
+        return self._top
+
     def total(self) -> float:
         """The sum (or minimum) over all leaves."""
-        top = self.levels[-1]
-        return float(top.sum() if self.reduce == "sum" else top.amin())
+        return self._scan_top()[1]
 
-    def find(self, fraction: torch.Tensor) -> torch.Tensor:
+    def find(self, fraction: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch prefix-sum search (sum trees): the leaf ``i`` with ``c[i-1] <= m < c[i]`` where
-        ``c = cumsum(leaves)`` and ``m = fraction * total``.
+        ``c = cumsum(leaves)`` and ``m = fraction * total``, and its weight.
 
         ``fraction`` (float64, in ``[0, 1)``) is scaled by the total and descends the tree, one
-        vectorised step per level. Rounding can, very rarely, land just past the end of a block
-        and return a zero-weight leaf (every leaf when the total is 0): callers check the weights
-        (see :meth:`PrioritizedSampler.sample`).
+        vectorised step per level. Zero-weight leaves are never returned.
+
+        Raises:
+            ValueError: if the total weight is not positive.
         """
-        top = self.levels[-1]
-        cum = top.cumsum(0)
-        mass = fraction * cum[-1]
-        node = torch.searchsorted(cum, mass, right=True).clamp_(max=top.numel() - 1)
+        cum, total = self._scan_top()
+        if not total > 0 or cum is None:
+            raise ValueError(
+                f"SegmentTree.find: nothing to sample (got a total weight of {total}; expected > "
+                "0). Set positive weights first."
+            )
+        # A mass strictly below the total always lands on a top node of positive weight.
+        mass = fraction * (total * _BELOW_ONE)
+        node = torch.searchsorted(cum[1:], mass, right=True)
+        if len(self.levels) == 1:
+            return node, self.leaves.index_select(0, node)
+        mass = mass - cum.index_select(0, node)
         below = self.levels[-2::-1]
-        if below:
-            mass = mass - (cum - top).index_select(0, node)
         for depth, level in enumerate(below, 1):
             rows = level.view(-1, self.fanout).index_select(0, node)
             rows_cum = rows.cumsum(1)
@@ -120,18 +154,19 @@ class SegmentTree:
             if depth < len(below):
                 mass = mass - (rows_cum - rows).gather(1, child.unsqueeze(1)).squeeze(1)
             node = node * self.fanout + child
-        return node
+        weight = self.leaves.index_select(0, node)
+        # Inner-level rounding can, very rarely, step just past the end of a block.
+        if not bool(weight.gt(0).all()):
+            node = self._nearest_positive(node)
+            weight = self.leaves.index_select(0, node)
+        return node, weight
 
-    def nearest_positive(self, index: torch.Tensor) -> torch.Tensor:
+    def _nearest_positive(self, index: torch.Tensor) -> torch.Tensor:
         """Moves each index to the closest leaf at or below it with a positive weight (or the
-        first positive leaf): the rare fix-up for :meth:`find` rounding."""
+        first positive leaf)."""
         positive = (self.leaves > 0).nonzero().squeeze(1)
         where = torch.searchsorted(positive, index, right=True) - 1
         return positive[where.clamp_(min=0)]
-
-    def clear(self) -> None:
-        """Resets every node to the neutral value."""
-        self.data.fill_(self.fill)
 
     def check(self, data: torch.Tensor, where: str) -> None:
         """Raises ``CheckpointError`` unless ``data`` is a valid :attr:`data` for this tree."""
@@ -241,18 +276,18 @@ class PrioritizedSampler(Sampler):
     ) -> None:
         if not isinstance(max_capacity, int) or max_capacity < 1:
             raise ValueError(
-                f"PrioritizedSampler: invalid max_capacity (got {max_capacity!r}; expected an int "
+                f"PrioritizedSampler.__init__: invalid max_capacity (got {max_capacity!r}; expected an int "
                 ">= 1). Pass the storage max_size."
             )
         for name, value in (("alpha", alpha), ("beta", beta), ("eps", eps)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(
-                    f"PrioritizedSampler: invalid {name} (got {value!r}; expected a finite number "
+                    f"PrioritizedSampler.__init__: invalid {name} (got {value!r}; expected a finite number "
                     f">= 0). Typical values: alpha=0.6, beta=0.4, eps=1e-8."
                 )
         if reduction not in _REDUCTIONS:
             raise ValueError(
-                f"PrioritizedSampler: unknown reduction (got {reduction!r}; expected one of "
+                f"PrioritizedSampler.__init__: unknown reduction (got {reduction!r}; expected one of "
                 f"{_REDUCTIONS}). Pick one of them."
             )
         self.max_capacity = max_capacity
@@ -270,7 +305,7 @@ class PrioritizedSampler(Sampler):
     def check_storage(self, storage: Storage) -> None:
         if storage.max_size > self.max_capacity:
             raise ValueError(
-                f"PrioritizedSampler: max_capacity is smaller than the storage (got "
+                f"PrioritizedSampler.check_storage: max_capacity is smaller than the storage (got "
                 f"{self.max_capacity}; expected at least max_size={storage.max_size}). Build the "
                 "sampler with the storage max_size."
             )
@@ -312,16 +347,13 @@ class PrioritizedSampler(Sampler):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Draws ``batch_size`` indices proportionally to the stored weights."""
         check_not_empty(self, storage)
-        index = self._sum.find(torch.rand(batch_size, dtype=torch.float64, generator=generator))
-        weight = self._sum.leaves.index_select(0, index)
-        if not bool(weight.gt(0).all()):  # rare: rounding past a block end, or no weight at all
-            if not self._sum.total() > 0:
-                raise RuntimeError(
-                    "PrioritizedSampler.sample: the total weight is not positive (got "
-                    f"{self._sum.total()}; expected > 0). Make sure extend() notifies the sampler."
-                )
-            index = self._sum.nearest_positive(index)
-            weight = self._sum.leaves.index_select(0, index)
+        if not self._sum.total() > 0:
+            raise RuntimeError(
+                f"PrioritizedSampler.sample: the total weight is not positive (got "
+                f"{self._sum.total()}; expected > 0). Make sure extend() notifies the sampler."
+            )
+        fraction = torch.rand(batch_size, dtype=torch.float64, generator=generator)
+        index, weight = self._sum.find(fraction)
         ratio = weight.div_(self._min.total())
         return index, {"priority_weight": ratio.pow_(-self.beta).to(torch.float32)}
 
@@ -384,6 +416,6 @@ class PrioritizedSampler(Sampler):
                 f"{where}: the sum and min trees disagree (got different leaf weights; expected "
                 "the same weights in both). The checkpoint is corrupted; dump again."
             )
-        self._sum.data.copy_(sumtree)
-        self._min.data.copy_(mintree)
+        self._sum.copy_(sumtree)
+        self._min.copy_(mintree)
         self.beta, self._max_priority = beta, max_priority

@@ -23,7 +23,12 @@ Path = tuple[Any, ...]
 
 def _not_a_tensordict(cls: type) -> bool:
     # Non-tensor entries (NonTensorData, tensorclasses) must surface as leaves so that they are
-    # rejected with a clear error instead of being silently dropped.
+    # rejected with a clear error instead of being silently dropped. The identity checks skip
+    # the (slow) ABC subclass check for the common classes.
+    if cls is torch.Tensor:
+        return True
+    if cls is TensorDict:
+        return False
     return not issubclass(cls, TensorDictBase)
 
 

@@ -69,19 +69,19 @@ class SliceSampler(Sampler):
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError(
-                f"SliceSampler: give exactly one of num_slices and slice_len (got num_slices="
+                f"SliceSampler.__init__: give exactly one of num_slices and slice_len (got num_slices="
                 f"{num_slices!r}, slice_len={slice_len!r}). The batch size sets the other."
             )
         if any(
             v is not None and (not isinstance(v, int) or v < 1) for v in (num_slices, slice_len)
         ):
             raise ValueError(
-                f"SliceSampler: invalid slice count or length (got num_slices={num_slices!r}, "
+                f"SliceSampler.__init__: invalid slice count or length (got num_slices={num_slices!r}, "
                 f"slice_len={slice_len!r}; expected an int >= 1). Fix the argument."
             )
         if end_key is not None and traj_key is not None:
             raise ValueError(
-                f"SliceSampler: give end_key or traj_key, not both (got end_key={end_key!r}, "
+                f"SliceSampler.__init__: give end_key or traj_key, not both (got end_key={end_key!r}, "
                 f"traj_key={traj_key!r}). Keep the one that marks trajectories."
             )
         self.num_slices, self.slice_len = num_slices, slice_len

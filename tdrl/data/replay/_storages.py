@@ -30,6 +30,11 @@ class Batch:
         leaves: for tensor storages, one tensor per leaf with the write dimension first.
         items: for list storages, one element per slot.
         layout: for list storages, the element structure and leaf signature (``None``: objects).
+
+    Examples:
+        >>> batch = ListStorage(4).prepare(torch.arange(3))
+        >>> batch.length, batch.select(torch.tensor([2])).items
+        (3, [(tensor(2),)])
     """
 
     data: Any
@@ -68,7 +73,7 @@ class Storage(abc.ABC):
     def __init__(self, max_size: int) -> None:
         if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 1:
             raise ValueError(
-                f"{type(self).__name__}: invalid max_size (got {max_size!r}; expected an int "
+                f"{type(self).__name__}.__init__: invalid max_size (got {max_size!r}; expected an int "
                 ">= 1). Pass the number of elements the storage holds."
             )
         self.max_size = max_size

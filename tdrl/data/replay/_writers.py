@@ -28,6 +28,9 @@ class Writer(abc.ABC):
         tensor([0, 1, 2, 3, 0, 1])
     """
 
+    #: whether :meth:`write` may drop rows (return ``-1`` slots).
+    drops: bool = False
+
     @abc.abstractmethod
     def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
         """Writes ``batch`` and returns the slot of each row (``-1``: dropped)."""
@@ -66,10 +69,11 @@ class RoundRobinWriter(Writer):
 
     def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
         """Writes ``batch`` at the cursor; returns the slots (``length`` of them, wrapped)."""
-        start = self._cursor
+        start, slots = self._cursor, storage.slots
         storage.write_range(start, batch)
-        self._cursor = (start + batch.length) % storage.slots
-        return torch.arange(start, start + batch.length) % storage.slots
+        self._cursor = (start + batch.length) % slots
+        index = torch.arange(start, start + batch.length)
+        return index if start + batch.length <= slots else index % slots
 
     def empty(self) -> None:
         self._cursor = 0
@@ -120,10 +124,12 @@ class TensorDictMaxValueWriter(Writer):
         [3.0, 5.0]
     """
 
+    drops = True
+
     def __init__(self, *, rank_key: Any, reduction: str = "sum") -> None:
         if reduction not in _REDUCTIONS:
             raise ValueError(
-                f"TensorDictMaxValueWriter: unknown reduction (got {reduction!r}; expected one of "
+                f"TensorDictMaxValueWriter.__init__: unknown reduction (got {reduction!r}; expected one of "
                 f"{_REDUCTIONS}). Pick one of them."
             )
         self.rank_key = rank_key
@@ -133,7 +139,7 @@ class TensorDictMaxValueWriter(Writer):
     def check_storage(self, storage: Storage) -> None:
         if storage.ndim != 1:
             raise ValueError(
-                f"TensorDictMaxValueWriter: unsupported storage (got ndim={storage.ndim}; expected "
+                f"TensorDictMaxValueWriter.check_storage: unsupported storage (got ndim={storage.ndim}; expected "
                 "ndim=1). Use a one-dimensional storage."
             )
 
