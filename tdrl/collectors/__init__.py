@@ -2,6 +2,28 @@
 
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._collector import Collector
+from tdrl.collectors._multi import MultiCollectorOptions
+from tdrl.collectors._multi_async import MultiAsyncCollector
+from tdrl.collectors._multi_sync import MultiSyncCollector
 from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._weight_sync import (
+    MultiProcessWeightSyncScheme,
+    NoWeightSyncScheme,
+    SharedMemWeightSyncScheme,
+    WeightReceiver,
+    WeightSyncScheme,
+)
 
-__all__ = ["Collector", "RolloutBuffer", "split_trajectories"]
+__all__ = [
+    "Collector",
+    "MultiAsyncCollector",
+    "MultiCollectorOptions",
+    "MultiProcessWeightSyncScheme",
+    "MultiSyncCollector",
+    "NoWeightSyncScheme",
+    "RolloutBuffer",
+    "SharedMemWeightSyncScheme",
+    "WeightReceiver",
+    "WeightSyncScheme",
+    "split_trajectories",
+]

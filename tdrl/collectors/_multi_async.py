@@ -1,0 +1,62 @@
+"""MultiAsyncCollector: yields the batch of whichever worker finishes first."""
+
+from __future__ import annotations
+
+from tensordict import TensorDictBase
+
+from tdrl.collectors._multi import MultiCollectorBase
+
+__all__ = ["MultiAsyncCollector"]
+
+
+class MultiAsyncCollector(MultiCollectorBase):
+    """Collects with one :class:`Collector` per worker process and yields each worker's batch as
+    soon as it is ready.
+
+    Every batch comes from one worker: batch size ``[*env.batch_size, T]`` with
+    ``T = frames_per_batch / env.batch_size.numel()``, tagged with the worker at
+    ``("collector", "worker_id")`` (also in :attr:`last_worker`). The other workers keep
+    collecting while a batch is used; the worker whose batch was yielded starts its next one
+    when the next batch is requested (its batch lives in shared memory until then: ``clone()``
+    it to keep it longer). Batches already being collected when ``update_policy_weights_()``
+    runs finish with the old weights; every batch started afterwards uses the new ones.
+    Commands other than collection (``set_seed``, ``state_dict``, ...) first wait for the
+    batches in flight and drop them.
+
+    Trajectory ids, failures, shutdown and every argument are as for
+    :class:`MultiSyncCollector`, except ``frames_per_batch``: the frames of one batch, collected
+    by one worker.
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> with MultiAsyncCollector(
+        ...     [CountingEnv] * 2, frames_per_batch=4, total_frames=8, mp_start_method="fork"
+        ... ) as collector:
+        ...     shapes = [batch.batch_size for batch in collector]
+        >>> shapes
+        [torch.Size([4]), torch.Size([4])]
+    """
+
+    last_worker: int | None = None
+
+    def _worker_frames(self, frames_per_batch: int) -> int:
+        self._busy: set[int] = set()
+        return frames_per_batch
+
+    def _next_batch(self) -> TensorDictBase:
+        pool = self._live_pool("__iter__")
+        with self._guard():
+            for w in range(self.num_workers):
+                if w not in self._busy:
+                    pool.send(w, "collect", (self.weight_sync.message(w),))
+                    self._busy.add(w)
+            w, _ = pool.wait_any(sorted(self._busy), "collect")
+        self._busy.discard(w)
+        self.last_worker = w
+        self.frames += self.frames_per_batch
+        return self._output(self._row_views[w].view())
+
+    def _drain(self) -> None:
+        if self._busy:
+            busy, self._busy = sorted(self._busy), set()
+            self._pool.gather(busy, "collect")

@@ -1,0 +1,86 @@
+"""MultiSyncCollector: every worker contributes to each batch."""
+
+from __future__ import annotations
+
+from tensordict import TensorDictBase
+
+from tdrl.collectors._multi import MultiCollectorBase
+
+__all__ = ["MultiSyncCollector"]
+
+
+class MultiSyncCollector(MultiCollectorBase):
+    """Collects with one :class:`Collector` per worker process; each batch holds every worker's.
+
+    A batch has batch size ``[num_workers, *env.batch_size, T]`` (the workers' batches stacked
+    on a new leading dim; ``batch.flatten(0, 1)`` concatenates them) with
+    ``T = frames_per_batch / (num_workers * env.batch_size.numel())``. The workers collect at
+    the same time and wait for the next request: the batch after ``update_policy_weights_()``
+    is fully collected with the new weights. A yielded batch lives in shared memory and is only
+    valid until the next one is requested (``clone()`` it to keep it). Trajectory ids at
+    ``("collector", "traj_ids")`` are unique across workers and batches (worker ``w`` uses the
+    ids ``w, w + n, w + 2n, ...``); ``("collector", "worker_id")`` tells the worker.
+
+    Each worker builds its env from ``create_env_fns[w]`` (cloudpickled: lambdas are fine) and
+    receives a copy of the policy by value; policy weights then reach the workers through
+    ``weight_sync``. Workers are non-daemonic processes, so their envs may start processes
+    themselves (e.g. a :class:`~tdrl.envs.ParallelEnv`).
+
+    Failures: an exception in a worker raises :class:`~tdrl.errors.WorkerError` naming the
+    worker with its remote traceback (the workers keep running); a worker that dies raises
+    ``WorkerError`` with its exit code or signal as soon as it is noticed, one that does not
+    answer within ``options.batch_timeout`` is killed and ``TimeoutError`` is raised; in both
+    cases the collector shuts down. Workers exit by themselves within about a second when this
+    process dies. ``shutdown()`` is idempotent and bounded, also runs from ``__del__``, ``with``
+    blocks and at interpreter exit, and leaves no process or shared memory behind.
+
+    Args:
+        create_env_fns: one env factory per worker (their count is the number of workers).
+        policy: a TensorDict-to-TensorDict callable; random actions when None.
+        frames_per_batch: frames per batch over all workers (a multiple of
+            ``num_workers * env.batch_size.numel()``).
+        total_frames: stop after this many frames (-1: never).
+        max_frames_per_traj: truncate trajectories longer than this (per worker, as
+            :class:`Collector`).
+        init_random_frames: random actions for the first frames (split evenly over workers).
+        reset_at_each_iter: reset every env at the start of each batch.
+        split_trajs: yield ``[num_trajs, max_len]`` padded trajectories (see
+            :func:`split_trajectories`).
+        exploration_type: the exploration type the policy runs under in the workers.
+        replay_buffer: if given, each batch is written to it and the iterator yields ``None``.
+        postproc: a callable applied to each batch (in this process) before it is yielded.
+        weight_sync: how ``update_policy_weights_`` reaches the workers. Default:
+            :class:`SharedMemWeightSyncScheme` for an ``nn.Module`` policy with weights,
+            :class:`NoWeightSyncScheme` otherwise.
+        mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"`` (the global
+            start method is never changed).
+        options: devices, threads and timeouts (:class:`MultiCollectorOptions`).
+
+    Examples:
+        >>> from tdrl.testing import CountingEnv
+        >>> with MultiSyncCollector(
+        ...     [CountingEnv] * 2, frames_per_batch=8, total_frames=16, mp_start_method="fork"
+        ... ) as collector:
+        ...     shapes = [batch.batch_size for batch in collector]
+        >>> shapes
+        [torch.Size([2, 4]), torch.Size([2, 4])]
+    """
+
+    def _worker_frames(self, frames_per_batch: int) -> int:
+        if frames_per_batch % self.num_workers:
+            raise ValueError(
+                f"MultiSyncCollector.__init__: frames_per_batch must be a multiple of the number "
+                f"of workers (got {frames_per_batch} for {self.num_workers} workers). Every "
+                "worker collects frames_per_batch / num_workers frames."
+            )
+        return frames_per_batch // self.num_workers
+
+    def _next_batch(self) -> TensorDictBase:
+        pool = self._live_pool("__iter__")
+        workers = range(self.num_workers)
+        with self._guard():
+            for w in workers:
+                pool.send(w, "collect", (self.weight_sync.message(w),))
+            pool.gather(workers, "collect")
+        self.frames += self.frames_per_batch
+        return self._output(self._batch_view.view())

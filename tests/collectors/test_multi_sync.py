@@ -1,0 +1,142 @@
+"""MultiSyncCollector: layout, trajectory ids, seeds, state, post-processing and spawn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+
+from tdrl.collectors import MultiCollectorOptions, MultiSyncCollector
+from tdrl.envs import PendulumEnv
+from tdrl.testing import CountingEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _counting(max_steps=3):
+    return lambda: CountingEnv(batch_size=(2,), max_steps=max_steps)
+
+
+def test_batches_stack_the_workers_and_continue_across_batches():
+    with MultiSyncCollector(
+        [_counting()] * 2, frames_per_batch=16, total_frames=40, mp_start_method="fork"
+    ) as collector:
+        batches = [b.clone() for b in collector]
+        assert collector.frames == 48
+    assert [b.batch_size for b in batches] == [torch.Size([2, 2, 4])] * 3
+    data = torch.cat(batches, dim=-1)  # [worker, env, 12]
+    obs = data["observation"][..., 0]
+    assert obs[0, 0].tolist() == [0, 1, 2] * 4
+    ids, done = data["collector", "traj_ids"], data["next", "done"][..., 0]
+    assert torch.equal(
+        data["collector", "worker_id"], torch.arange(2).reshape(2, 1, 1).expand(ids.shape)
+    )
+    # a trajectory keeps its id until done; fresh ids afterwards; worker w owns ids = w mod 2
+    assert torch.equal(ids[..., 1:][~done[..., :-1]], ids[..., :-1][~done[..., :-1]])
+    assert (ids[..., 1:][done[..., :-1]] != ids[..., :-1][done[..., :-1]]).all()
+    assert torch.equal(ids % 2, data["collector", "worker_id"])
+    per_traj = {}
+    for i, o in zip(ids.flatten().tolist(), obs.flatten().tolist()):
+        per_traj.setdefault(i, []).append(o)
+    assert all(v == [0, 1, 2][: len(v)] for v in per_traj.values())  # ids never reused
+
+
+def test_frames_per_batch_must_split_over_workers():
+    with pytest.raises(ValueError, match="multiple of the number of workers"):
+        MultiSyncCollector([CountingEnv] * 2, frames_per_batch=5, mp_start_method="fork")
+    with pytest.raises(TypeError, match="list of callables"):
+        MultiSyncCollector([CountingEnv()], frames_per_batch=4, mp_start_method="fork")
+    with pytest.raises(ValueError, match="mp_start_method"):
+        MultiSyncCollector([CountingEnv], frames_per_batch=4, mp_start_method="thread")
+    with pytest.raises(ValueError, match="batch_timeout"):
+        MultiSyncCollector(
+            [CountingEnv],
+            frames_per_batch=4,
+            options=MultiCollectorOptions(batch_timeout=float("inf")),
+        )
+
+
+def test_seeds_are_distinct_per_worker_and_reproducible():
+    def run():
+        with MultiSyncCollector(
+            [lambda: PendulumEnv(batch_size=(2,))] * 2,
+            frames_per_batch=8,
+            total_frames=8,
+            mp_start_method="fork",
+        ) as collector:
+            assert collector.set_seed(7) > 7
+            return next(iter(collector))["observation"].clone()
+
+    first, second = run(), run()
+    assert torch.equal(first, second)
+    assert not torch.allclose(first[0], first[1])
+
+
+def test_split_trajs_postproc_and_replay_buffer():
+    class Sink:
+        def __init__(self):
+            self.items = []
+
+        def extend(self, data):
+            self.items.append(data.clone())
+
+    sink = Sink()
+    with MultiSyncCollector(
+        [_counting(3)] * 2,
+        frames_per_batch=16,
+        total_frames=16,
+        split_trajs=True,
+        postproc=lambda b: b.set("seen", torch.ones(b.batch_size)),
+        replay_buffer=sink,
+        mp_start_method="fork",
+    ) as collector:
+        assert list(collector) == [None]
+    (data,) = sink.items
+    # 4 envs x 4 steps with max_steps=3: each env has one full and one 1-step trajectory
+    assert data.shape == (8 * 3,)
+    assert int(data["collector", "mask"].sum()) == 16 and bool(data["seen"].all())
+
+
+def test_state_dict_round_trip():
+    with MultiSyncCollector(
+        [_counting(100)] * 2, frames_per_batch=8, total_frames=16, mp_start_method="fork"
+    ) as collector:
+        last = [b.clone() for b in collector][-1]
+        state = collector.state_dict()
+    assert state["frames"] == 16 and len(state["workers"]) == 2
+    with MultiSyncCollector(
+        [_counting(100)] * 2, frames_per_batch=8, total_frames=24, mp_start_method="fork"
+    ) as other:
+        other.load_state_dict(state)
+        (batch,) = list(other)
+    # the trajectory counters continue: the new ids are above every id seen before
+    assert batch["collector", "traj_ids"].min() > last["collector", "traj_ids"].max()
+
+
+class _Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs):
+        return (obs * 0 + self.scale).clamp(0, 1)
+
+
+@pytest.mark.timeout(120)
+def test_spawn_with_lambdas_and_a_policy():
+    policy = TensorDictModule(_Scale(), in_keys=["observation"], out_keys=["action"])
+    with MultiSyncCollector(
+        [lambda: CountingEnv(batch_size=(2,))],
+        policy,
+        frames_per_batch=4,
+        total_frames=8,
+        mp_start_method="spawn",
+        options=MultiCollectorOptions(storing_device="cpu"),
+    ) as collector:
+        actions = []
+        for batch in collector:
+            actions.append(batch["action"].unique().tolist())
+            with torch.no_grad():
+                policy.module.scale.fill_(0.5)
+            collector.update_policy_weights_()
+    assert actions == [[0.0], [0.5]]
