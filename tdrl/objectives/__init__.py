@@ -6,6 +6,7 @@ from tdrl.objectives._cql import CQLLoss, DiscreteCQLLoss
 from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import QEnsemble
+from tdrl.objectives._iql import DiscreteIQLLoss, IQLLoss
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from tdrl.objectives._redq import REDQLoss
@@ -30,8 +31,10 @@ __all__ = [
     "DDPGLoss",
     "DQNLoss",
     "DiscreteCQLLoss",
+    "DiscreteIQLLoss",
     "DiscreteSACLoss",
     "HardUpdate",
+    "IQLLoss",
     "KLPENPPOLoss",
     "LossModule",
     "PPOLoss",

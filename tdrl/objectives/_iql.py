@@ -1,0 +1,250 @@
+"""IQLLoss and DiscreteIQLLoss: implicit Q-learning (Kostrikov et al., 2021)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import Tensor
+
+from tdrl.objectives._base import LossModule
+from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
+from tdrl.objectives._sac import QNetworks
+from tdrl.objectives._utils import (
+    check_loss_function,
+    gather_action_value,
+    get_entry,
+    resolve_action_space,
+    unsqueeze_like,
+    value_target,
+)
+from tdrl.objectives.value import ValueEstimators
+from tdrl.specs import TensorSpec
+
+__all__ = ["DiscreteIQLLoss", "IQLLoss"]
+
+
+class IQLLoss(LossModule):
+    """Implicit Q-learning: expectile value regression and advantage-weighted regression.
+
+    Three networks: ``actor_network`` (probabilistic, ``get_dist``), ``qvalue_network``
+    (observation and action to ``"state_action_value"``, copied into a
+    :class:`~tdrl.objectives.QEnsemble` of ``num_qvalue_nets`` critics) and the separate
+    ``value_network`` (observation to ``"state_value"``). Only data actions are evaluated:
+    no action outside the data is ever queried, which suits offline RL.
+
+    - ``loss_value``: expectile regression of ``V(s)`` on ``min_i Q'_i(s, a)`` (target
+      critics): ``|expectile - 1(u < 0)| * u^2`` with ``u = Q' - V``.
+    - ``loss_qvalue``: each critic regresses on ``r + gamma * V(s')`` (TD(0) by default;
+      terminated steps do not bootstrap, truncated ones do).
+    - ``loss_actor``: ``-exp(temperature * (Q' - V)) * log pi(a|s)`` (weights clipped at 100
+      and detached).
+
+    Diagnostics: ``"td_error"`` (the largest critic error per sample, shape
+    ``batch.batch_size``), ``"pred_value"``, ``"target_value"``, ``"state_value"`` (mean V).
+
+    Args:
+        actor_network: the stochastic policy.
+        qvalue_network: the critic (or a list of critics of one architecture).
+        value_network: the state-value network (keyword-only).
+        num_qvalue_nets: the number of critics.
+        loss_function: the critics' distance: ``"l2"`` (half the squared error),
+            ``"smooth_l1"`` or ``"l1"``.
+        expectile: the expectile of the value regression, in ``(0, 1)``.
+        temperature: the inverse temperature of the advantage weights.
+        delay_qvalue: use target critics (updated by ``SoftUpdate``) in the value and actor
+            losses.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
+        >>> from tdrl.modules import ValueOperator
+        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ...                            ["loc", "scale"], distribution_class=TanhNormal)
+        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
+        >>> value = ValueOperator(MLP(3, 1, num_cells=8), in_keys=["observation"])
+        >>> loss = IQLLoss(actor, critic, value_network=value)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2) * 2 - 1,
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> out = loss(batch)
+        >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: action, critics' and value network's outputs, reward and flags."""
+
+        action: NestedKey = "action"
+        state_action_value: NestedKey = "state_action_value"
+        value: NestedKey = "state_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: QNetworks,
+        *,
+        value_network: TensorDictModuleBase,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "l2",
+        expectile: float = 0.7,
+        temperature: float = 3.0,
+        delay_qvalue: bool = True,
+    ) -> None:
+        super().__init__()
+        where = f"{type(self).__name__}.__init__"
+        self.loss_function = check_loss_function(loss_function, where)
+        if not 0.0 < expectile < 1.0:
+            raise ValueError(f"{where}: expectile must be in (0, 1) (got {expectile}).")
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError(
+                f"{where}: actor_network has no get_dist (got {type(actor_network).__name__}; "
+                "expected a ProbabilisticActor or a ProbabilisticTensorDictSequential)."
+            )
+        self.actor_network = actor_network
+        self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
+        self.value_network = value_network
+        self.expectile = expectile
+        self.temperature = temperature
+        if delay_qvalue:
+            self._make_target("qvalue_network")
+
+    def _q_taken(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
+        """The critics' values of the data action, ``[num_qvalue_nets, *B, 1]``."""
+        return self.qvalue_network(td, params, out_key=self.tensor_keys.state_action_value)
+
+    def _value(self, td: TensorDictBase) -> Tensor:
+        out = self.value_network(td.copy())
+        return get_entry(out, self.tensor_keys.value, f"{type(self).__name__}.forward")
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_value`` and the diagnostics."""
+        where = f"{type(self).__name__}.forward"
+        pred = self._q_taken(tensordict, None)
+        with torch.no_grad():
+            q_target = self._q_taken(tensordict, ensemble_target(self)).amin(0)
+        value = self._value(tensordict)
+        gap = q_target - value
+        weight = torch.abs(self.expectile - (gap.detach() < 0).to(gap.dtype))
+        loss_value = (weight * gap.square()).mean()
+
+        with torch.no_grad():
+            next_value = self._value(get_entry(tensordict, "next", where))
+        target = value_target(self, tensordict, value.detach(), next_value, where)
+        loss_qvalue, td_error = ensemble_distance(
+            pred, target, self.loss_function, tensordict.batch_dims
+        )
+
+        dist = self.actor_network.get_dist(tensordict.copy())
+        log_prob = dist.log_prob(get_entry(tensordict, self.tensor_keys.action, where))
+        advantage = (q_target - value.detach()).squeeze(-1)
+        log_prob = unsqueeze_like(log_prob, advantage)
+        weights = torch.exp(self.temperature * advantage).clamp(max=100.0)
+        out = TensorDict(
+            {
+                "loss_actor": -(weights * log_prob).mean(),
+                "loss_qvalue": loss_qvalue,
+                "loss_value": loss_value,
+                "pred_value": pred.detach().mean(),
+                "target_value": target.mean(),
+                "state_value": value.detach().mean(),
+            }
+        )
+        out.set(self.tensor_keys.priority, td_error)
+        return out
+
+
+class DiscreteIQLLoss(IQLLoss):
+    """Implicit Q-learning for discrete actions.
+
+    As :class:`IQLLoss`, with ``qvalue_network`` writing one value per action at
+    ``"action_value"`` (the taken action's value is gathered) and a categorical actor.
+
+    Args:
+        actor_network: the stochastic policy over the actions.
+        qvalue_network: the critic (or a list of critics of one architecture).
+        value_network: the state-value network (keyword-only).
+        num_qvalue_nets: the number of critics.
+        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        expectile: the expectile of the value regression, in ``(0, 1)``.
+        temperature: the inverse temperature of the advantage weights.
+        action_space: ``"one_hot"``, ``"categorical"`` or a spec; inferred from the data by
+            default.
+        delay_qvalue: use target critics in the value and actor losses.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from tdrl.modules import MLP, OneHotCategorical, ProbabilisticActor, ValueOperator
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["logits"]),
+        ...     ["logits"], distribution_class=OneHotCategorical)
+        >>> critic = TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["action_value"])
+        >>> value = ValueOperator(MLP(4, 1, num_cells=8))
+        >>> loss = DiscreteIQLLoss(actor, critic, value_network=value)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(5, 4), "action": torch.eye(2)[torch.randint(2, (5,))],
+        ...     "next": {"observation": torch.randn(5, 4), "reward": torch.ones(5, 1),
+        ...              "done": torch.zeros(5, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(5, 1, dtype=torch.bool)}}, batch_size=[5])
+        >>> out = loss(batch)
+        >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
+    """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """Data keys: action, critics' and value network's outputs, reward and flags."""
+
+        action: NestedKey = "action"
+        action_value: NestedKey = "action_value"
+        value: NestedKey = "state_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: QNetworks,
+        *,
+        value_network: TensorDictModuleBase,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "l2",
+        expectile: float = 0.7,
+        temperature: float = 3.0,
+        action_space: str | TensorSpec | None = None,
+        delay_qvalue: bool = True,
+    ) -> None:
+        super().__init__(
+            actor_network,
+            qvalue_network,
+            value_network=value_network,
+            num_qvalue_nets=num_qvalue_nets,
+            loss_function=loss_function,
+            expectile=expectile,
+            temperature=temperature,
+            delay_qvalue=delay_qvalue,
+        )
+        self.action_space = resolve_action_space(action_space, None, "DiscreteIQLLoss.__init__")
+
+    def _q_taken(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
+        keys = self.tensor_keys
+        values = self.qvalue_network(td, params, out_key=keys.action_value)
+        action = get_entry(td, keys.action, "DiscreteIQLLoss.forward")
+        return gather_action_value(values, action, self.action_space, lead=1)
