@@ -16,8 +16,9 @@ Each group holds, for the same 4 sub-envs and the same pre-drawn actions:
 Every version runs ``STEPS`` steps of ``step_and_maybe_reset`` (done members reset). Steps/s =
 ``STEPS * 4 / mean``; ratio tdrl / baseline = ``baseline mean / tdrl mean``. Run::
 
-    .venv/bin/python -m pytest benchmarks/test_batched_envs.py --benchmark-enable \\
-        -p no:doctest -p no:cacheprovider
+    .venv/bin/python -m pytest benchmarks/test_batched_envs.py --benchmark-enable -p no:cacheprovider
+
+(``-p no:doctest`` clashes with the ``--doctest-modules`` of the pytest addopts.)
 """
 
 from __future__ import annotations

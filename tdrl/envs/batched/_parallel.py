@@ -221,6 +221,15 @@ class ParallelEnv(BatchedEnvBase):
         if pool is not None:
             pool.shutdown()
 
+    def __getstate__(self) -> dict[str, Any]:
+        if self._pool is not None:
+            raise TypeError(
+                "ParallelEnv.__getstate__: a started ParallelEnv cannot be pickled or copied (got "
+                "one with running workers; expected one not started yet). Pickle it before its "
+                "first use, or pickle its factories."
+            )
+        return dict(self.__dict__)
+
     def __del__(self) -> None:
         try:
             self.close()

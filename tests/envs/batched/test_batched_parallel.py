@@ -159,3 +159,16 @@ def test_seeded_pendulum_is_reproducible_and_distinct_per_worker():
     ref = serial.rollout(5, _zero_policy(serial))
     assert (runs[0] == runs[1]).all() and (runs[0] == ref).all()
     assert not torch.equal(runs[0]["observation"][0], runs[0]["observation"][1])
+
+
+def test_pickles_before_start_only():
+    import pickle
+
+    env = ParallelEnv(1, lambda: CountingEnv(max_steps=3), mp_start_method="fork")
+    clone = pickle.loads(pickle.dumps(env))
+    with clone:
+        assert clone.rollout(5)["next", "done"][0, -1].item()
+    with env:
+        env.start()
+        with pytest.raises(TypeError, match="started ParallelEnv cannot be pickled"):
+            pickle.dumps(env)
