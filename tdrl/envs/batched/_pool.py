@@ -197,10 +197,14 @@ class WorkerPool:
             others = (
                 f" ({len(errors) - 1} other worker(s) failed too: {[e[0] for e in errors[1:]]})"
             )
+        if cmd == "start":
+            after = f"The {self.owner} is closed: fix the env factory."
+        else:
+            after = f"The workers are still running; fix the env or close the {self.owner}."
+        kind = info.type_name.removeprefix("builtins.")
         err = WorkerError(
-            f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) raised "
-            f"{info.type_name}: {info.message}{others}. The workers are still running; fix the "
-            f"env or close the {self.owner}.\n--- remote traceback (worker {w}) ---\n"
+            f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) raised {kind}: "
+            f"{info.message}{others}. {after}\n--- remote traceback (worker {w}) ---\n"
             f"{info.traceback}"
         )
         raise err from info.original()

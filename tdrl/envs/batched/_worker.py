@@ -180,15 +180,15 @@ def _serve(conn: Any, runner: EnvRunner) -> None:
         except (EOFError, OSError):  # the parent closed the pipe or died
             return
         code = msg[:1]
+        if code == _CLOSE:  # no reply: the parent waits for the process to end
+            runner.close()  # an error here ends the process with its traceback on stderr
+            return
         try:
             if code == _STEP:
                 runner.step(())
                 reply = b"k"
             elif code == _STEP_RESET:
                 reply = b"1" if runner.step_and_maybe_reset(()) else b"0"
-            elif code == _CLOSE:
-                runner.close()
-                return
             else:
                 cmd, args = pickle.loads(msg[1:])
                 reply = _encode_result(getattr(runner, cmd)(*args))
