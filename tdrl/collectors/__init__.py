@@ -5,6 +5,7 @@ from tdrl.collectors._collector import Collector
 from tdrl.collectors._multi import MultiCollectorOptions
 from tdrl.collectors._multi_async import MultiAsyncCollector
 from tdrl.collectors._multi_sync import MultiSyncCollector
+from tdrl.collectors._primers import add_policy_primers
 from tdrl.collectors._split import split_trajectories
 from tdrl.collectors._weight_sync import (
     MultiProcessWeightSyncScheme,
@@ -25,5 +26,6 @@ __all__ = [
     "SharedMemWeightSyncScheme",
     "WeightReceiver",
     "WeightSyncScheme",
+    "add_policy_primers",
     "split_trajectories",
 ]
