@@ -11,7 +11,7 @@ from tdrl.envs import Compose, EnvBase, InitTracker, Transform, TransformedEnv
 __all__ = ["add_policy_primers", "recurrent_modules"]
 
 
-def recurrent_modules(policy: Any) -> list[nn.Module]:
+def recurrent_modules(policy: Any) -> list[Any]:
     """The submodules of ``policy`` that have a ``make_tensordict_primer`` method (each once).
 
     Examples:
