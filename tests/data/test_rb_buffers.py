@@ -87,6 +87,8 @@ def test_batch_size_errors_and_iteration_requirements():
         rb.sample(0)
     with pytest.raises(ValueError, match="prefetch"):
         ReplayBuffer(prefetch=0)
+    with pytest.raises(ValueError, match="prefetch needs a batch size"):
+        ReplayBuffer(prefetch=2)
     with pytest.raises(TypeError, match="storage"):
         ReplayBuffer(storage=RandomSampler())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="generator"):
@@ -201,6 +203,20 @@ def test_concurrent_extend_and_sample():
     thread.join(10)
     rb.close()
     assert not errors and len(rb) == 500
+
+
+@pytest.mark.timeout(30)
+def test_unreferenced_prefetching_buffer_stops_its_thread():
+    import gc
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2, prefetch=2)
+    rb.extend(torch.arange(5))
+    rb.sample()
+    thread = rb._prefetcher._thread
+    del rb
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_update_priority_index_out_of_range():

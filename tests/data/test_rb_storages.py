@@ -202,13 +202,36 @@ def test_list_storage_objects_and_mismatch():
 
 
 def test_memmap_files_live_in_scratch_dir(tmp_path):
-    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(100, scratch_dir=tmp_path / "s"))
+    import gc
+
+    folder = tmp_path / "s"
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(100, scratch_dir=folder))
     rb.extend(make_td(4))
-    files = sorted(os.listdir(tmp_path / "s"))
+    files = sorted(os.listdir(folder))
     assert len(files) == 5 and all(f.endswith(".memmap") for f in files)
     # 100 elements x 3 float32 for "obs" (the file is sparse until written).
     obs = next(f for f in files if f.endswith("_obs.memmap"))
-    assert os.path.getsize(tmp_path / "s" / obs) == 100 * 3 * 4
+    assert os.path.getsize(folder / obs) == 100 * 3 * 4
+    # A second storage in the same folder does not touch the first one's files.
+    other = TensorDictReplayBuffer(storage=LazyMemmapStorage(100, scratch_dir=folder))
+    other.extend(make_td(4, start=50))
+    assert len(os.listdir(folder)) == 10
+    assert rb.storage.get(torch.tensor([1]))["obs"][0, 0] == 1.0
+    del rb, other
+    gc.collect()
+    assert os.listdir(folder) == []
+
+
+def test_memmap_relayout_keeps_old_views_valid(tmp_path):
+    storage = LazyMemmapStorage(10, scratch_dir=tmp_path)
+    rb = ReplayBuffer(storage=storage)
+    rb.extend({"a": torch.arange(4.0)})
+    old = rb.state_dict()
+    other = ReplayBuffer(storage=LazyTensorStorage(10))
+    other.extend({"b": torch.ones(3, 2)})
+    rb.storage.load_state_dict(other.storage.state_dict())  # a new layout: new files
+    assert old["storage"]["data"]["leaf0"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert len(os.listdir(tmp_path)) == 1
 
 
 def test_memmap_temporary_dir_is_removed():

@@ -6,6 +6,7 @@ import contextlib
 import copy
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -106,6 +107,11 @@ class ReplayBuffer:
         self._transform = transform
         self._batch_size = _positive_or_none(name, "batch_size", batch_size)
         self._prefetch = _positive_or_none(name, "prefetch", prefetch)
+        if self._prefetch and self._batch_size is None:
+            raise ValueError(
+                f"{name}: prefetch needs a batch size (got prefetch={prefetch}, batch_size=None; "
+                "expected an int batch_size). Pass batch_size=... with prefetch."
+            )
         self._generator = generator
         self._lock = threading.RLock()
         self._prefetcher: Prefetcher | None = None
@@ -244,7 +250,17 @@ class ReplayBuffer:
         if not self._prefetch:
             return self._sample_now(batch_size)
         if self._prefetcher is None:
-            self._prefetcher = Prefetcher(lambda: self._sample_now(batch_size), self._prefetch)
+            # The thread holds the buffer weakly, so that an unreferenced buffer is collected
+            # (its __del__ stops the thread) instead of being kept alive by its own thread.
+            ref = weakref.ref(self)
+
+            def produce() -> tuple[Any, dict[str, torch.Tensor], bool]:
+                buffer = ref()
+                if buffer is None:
+                    raise RuntimeError("ReplayBuffer.sample: the buffer was garbage-collected.")
+                return buffer._sample_now(batch_size)
+
+            self._prefetcher = Prefetcher(produce, self._prefetch)
         try:
             return self._prefetcher.get()
         except BaseException:

@@ -308,7 +308,7 @@ def atomic_write_dir(
         >>> read_tree(d, "example")
         {'v': 2}
     """
-    path = Path(path).absolute()
+    path = Path(path).resolve()  # a symlink: replace the directory it points to
     if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not _is_checkpoint(path))):
         raise CheckpointError(
             f"{where}: refusing to replace {path} (got a file or a non-empty directory that is not "
@@ -339,10 +339,10 @@ def resolve_checkpoint_dir(path: str | os.PathLike[str], where: str) -> Path:
         >>> import tempfile
         >>> d = Path(tempfile.mkdtemp()) / "ckpt"
         >>> atomic_write_dir(d, lambda tmp: write_tree(tmp, {"v": 1}), "example")
-        >>> resolve_checkpoint_dir(d, "example") == d.absolute()
+        >>> resolve_checkpoint_dir(d, "example") == d.resolve()
         True
     """
-    path = Path(path).absolute()
+    path = Path(path).resolve()
     if path.is_dir() and (path / META).exists():
         return path
     if not path.exists() and path.parent.is_dir():

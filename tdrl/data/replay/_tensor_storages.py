@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import shutil
 import tempfile
+import uuid
 import weakref
 from typing import Any
 
@@ -459,12 +461,20 @@ class LazyTensorStorage(TensorStorage):
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
+def _remove_files(files: list[str]) -> None:
+    for filename in files:
+        with contextlib.suppress(OSError):
+            os.remove(filename)
+
+
 class LazyMemmapStorage(TensorStorage):
     """A tensor storage backed by memory-mapped files, allocated on the first write.
 
-    Each leaf is a raw file ``<scratch_dir>/<n>_<key>.memmap``; the operating system pages data in
-    and out, so buffers larger than RAM work. Without ``scratch_dir`` the files go to a temporary
-    folder removed with the storage; with it they stay (give each storage its own folder).
+    Each leaf is a raw file ``<scratch_dir>/<id>-<generation>_<n>_<key>.memmap`` (names unique to
+    the storage, so storages may share a folder); the operating system pages data in and out, so
+    buffers larger than RAM work. The files are removed when the storage is garbage-collected
+    (with the temporary folder used when ``scratch_dir`` is ``None``); use
+    :meth:`~tdrl.data.ReplayBuffer.dumps` to keep data.
 
     Args:
         max_size: the number of elements the storage holds.
@@ -486,6 +496,14 @@ class LazyMemmapStorage(TensorStorage):
         self._device = torch.device("cpu")
         self._scratch_arg = scratch_dir
         self._scratch: str | None = None
+        self._id = uuid.uuid4().hex[:8]
+        self._generation = 0
+        # Files of the current layout and of the allocation in progress; the same list objects
+        # are given to the finalizer, which removes what is left when the storage is collected.
+        self._files: list[str] = []
+        self._new_files: list[str] = []
+        weakref.finalize(self, _remove_files, self._files)
+        weakref.finalize(self, _remove_files, self._new_files)
 
     @property
     def scratch_dir(self) -> str | None:
@@ -514,8 +532,26 @@ class LazyMemmapStorage(TensorStorage):
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         name = _FILE_CHARS.sub("_", ".".join(str(k) for k in path))[:80]
-        filename = os.path.join(self._folder(), f"{index}_{name}.memmap")
-        with open(filename, "wb") as f:  # a sparse file: disk blocks are used when written
+        filename = os.path.join(
+            self._folder(), f"{self._id}-{self._generation}_{index}_{name}.memmap"
+        )
+        self._new_files.append(filename)
+        with open(filename, "xb") as f:  # a sparse file: disk blocks are used when written
             f.truncate(numel * torch.empty((), dtype=dtype).element_size())
         # A plain tensor over a shared mapping: hot-path ops run without subclass dispatch.
         return torch.from_file(filename, shared=True, size=numel, dtype=dtype).view(shape)
+
+    def _set_layout(
+        self,
+        structure: Structure,
+        bufs: list[torch.Tensor],
+        env_shape: tuple[int, ...],
+        device: torch.device,
+    ) -> None:
+        super()._set_layout(structure, bufs, env_shape, device)
+        # Files of a previous layout are unlinked, not truncated: tensors still mapping them
+        # (for instance a state_dict taken earlier) stay valid.
+        _remove_files(self._files)
+        self._files[:] = self._new_files
+        self._new_files.clear()
+        self._generation += 1
