@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor
 from torch.distributions import Distribution, constraints
-from torch.special import log_ndtr, ndtr, ndtri
+from torch.special import erfc, log_ndtr, ndtri
 
 from tdrl.modules.distributions._utils import (
     _EMPTY_SHAPE,
@@ -20,6 +20,13 @@ from tdrl.modules.distributions._utils import (
 __all__ = ["TruncatedNormal"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def _ndtr(z: Tensor) -> Tensor:
+    # torch.special.ndtr loses its relative precision in the lower tail (it returns 6.106e-16
+    # for Phi(-8) = 6.221e-16 in float64 and 0 below -8.3); erfc keeps it down to underflow.
+    return 0.5 * erfc(z * -_SQRT_HALF)
 
 
 def _log_phi(z: Tensor) -> Tensor:
@@ -111,16 +118,25 @@ class TruncatedNormal(Distribution):
     def rsample(self, sample_shape: SampleShape = _EMPTY_SHAPE) -> Tensor:
         """Draws a differentiable sample by inverse CDF (see the class docstring)."""
         shape = self._extended_shape(torch.Size(sample_shape))
-        tiny = torch.finfo(self.loc.dtype).tiny
-        # u >= tiny: with an infinite bound, u = 0 would give Phi^-1(0) = -inf.
-        u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device).clamp_min(tiny)
-        cdf_a, cdf_b = ndtr(self._a), ndtr(self._b)
-        # Phi(b) underflowed (box far in the tail): fall back to the bound nearest loc. The
-        # placeholder 0.5 keeps ndtri(0) = -inf out of the graph (its gradient would be nan).
-        representable = cdf_b > 0
-        p = torch.where(representable, cdf_a + u * (cdf_b - cdf_a), 0.5)
-        z = torch.where(representable, ndtri(p), self._b)
-        z = torch.clamp(z, min=self._a, max=self._b)
+        a, b = self._a, self._b
+        with torch.no_grad():
+            # u >= tiny: with an infinite bound, u = 0 would give Phi^-1(0) = -inf.
+            tiny = torch.finfo(self.loc.dtype).tiny
+            u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device).clamp_min(tiny)
+            cdf_a, cdf_b = _ndtr(a), _ndtr(b)
+            # Phi(b) underflowed (box far in the tail): fall back to the bound nearest loc.
+            representable = cdf_b > 0
+            p = torch.where(representable, cdf_a + u * (cdf_b - cdf_a), 0.5)
+            z = torch.where(representable, ndtri(p), b)
+            z = torch.minimum(torch.maximum(z, a), b)
+            # Pathwise derivatives of z = Phi^-1(Phi(a) + u Z), written as ratios of densities
+            # in log space: autograd through ndtri would divide by phi(z), which underflows.
+            dz_da = torch.exp(torch.log1p(-u) + 0.5 * (z.square() - a.square()))
+            dz_db = torch.exp(u.log() + 0.5 * (z.square() - b.square()))
+        # Same value as z, with the gradient above (infinite bounds carry none).
+        a_f = torch.where(torch.isfinite(a), a, 0.0)
+        b_f = torch.where(torch.isfinite(b), b, 0.0)
+        z = z + dz_da * (a_f - a_f.detach()) + dz_db * (b_f - b_f.detach())
         z = torch.where(self._flip, -z, z)
         x = self.loc + self.scale * z
         return torch.minimum(torch.maximum(x, self.low), self.high)
@@ -138,7 +154,7 @@ class TruncatedNormal(Distribution):
         """Per-coordinate CDF (no sum over the last dimension), clamped to ``[0, 1]``."""
         z = (value - self.loc) / self.scale
         z_m = torch.where(self._flip, -z, z)
-        num = torch.where(self._flip, ndtr(self._b) - ndtr(z_m), ndtr(z_m) - ndtr(self._a))
+        num = torch.where(self._flip, _ndtr(self._b) - _ndtr(z_m), _ndtr(z_m) - _ndtr(self._a))
         return (num / self._log_z.exp()).clamp(0.0, 1.0)
 
     @property

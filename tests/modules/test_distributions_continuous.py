@@ -1,0 +1,351 @@
+"""Tests of the continuous and deterministic distributions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import InteractionType, ProbabilisticTensorDictModule, set_interaction_type
+
+from tdrl.modules.distributions import (
+    Delta,
+    IndependentNormal,
+    TanhDelta,
+    TanhNormal,
+    TruncatedNormal,
+)
+
+BATCH_SHAPES = [(), (2, 3)]
+D = 4  # event (action) dimension
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def _params(batch_shape, dtype=torch.float32):
+    loc = torch.randn(*batch_shape, D, dtype=dtype)
+    scale = torch.rand(*batch_shape, D, dtype=dtype) + 0.3
+    return loc, scale
+
+
+def _reference_tanh_log_prob(value, loc, scale, low, high):
+    """log p(y) in float64, by the plain change of variables with log(1 - u^2)."""
+    value, loc, scale = value.double(), loc.double(), scale.double()
+    low = torch.as_tensor(low, dtype=torch.float64)
+    high = torch.as_tensor(high, dtype=torch.float64)
+    half = (high - low) / 2
+    u = (value - (high + low) / 2) / half
+    x = torch.atanh(u)
+    normal = torch.distributions.Normal(loc, scale).log_prob(x)
+    return (normal - torch.log1p(-u * u) - half.log()).sum(-1)
+
+
+# --------------------------------------------------------------------------- TanhNormal
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (-3.0, 0.5), "tensor"])
+def test_tanh_normal_log_prob_matches_change_of_variables(batch_shape, bounds):
+    if bounds == "tensor":
+        low, high = torch.tensor([-1.0, 0.0, -5.0, 2.0]), torch.tensor([1.0, 0.1, 5.0, 3.0])
+    else:
+        low, high = bounds
+    loc, scale = _params(batch_shape, torch.float64)
+    dist = TanhNormal(loc, scale, low=low, high=high)
+    assert dist.batch_shape == batch_shape and dist.event_shape == (D,)
+    value = dist.sample((50,))
+    assert ((value >= dist.low) & (value <= dist.high)).all()
+    expected = _reference_tanh_log_prob(value, loc, scale, low, high)
+    torch.testing.assert_close(dist.log_prob(value), expected)
+    sample, joint = dist.rsample_and_log_prob((50,))
+    torch.testing.assert_close(joint, _reference_tanh_log_prob(sample, loc, scale, low, high))
+    mode = (dist.high + dist.low) / 2 + (dist.high - dist.low) / 2 * torch.tanh(loc)
+    torch.testing.assert_close(dist.mode, mode)
+    torch.testing.assert_close(dist.deterministic_sample, mode)
+
+
+def test_tanh_normal_density_is_derivative_of_cdf():
+    """1-d check: p(y) = d/dy Phi((atanh(u(y)) - loc) / scale), finite differences in float64."""
+    loc, scale = torch.tensor([0.4], dtype=torch.float64), torch.tensor([0.8], dtype=torch.float64)
+    low, high = -2.0, 3.0
+    dist = TanhNormal(loc, scale, low=low, high=high)
+    y = torch.linspace(low + 0.05, high - 0.05, 101, dtype=torch.float64).unsqueeze(-1)
+
+    def cdf(v):
+        x = torch.atanh((v - (high + low) / 2) / ((high - low) / 2))
+        return torch.special.ndtr((x - loc) / scale)
+
+    h = 1e-6
+    numeric = ((cdf(y + h) - cdf(y - h)) / (2 * h)).squeeze(-1)
+    torch.testing.assert_close(dist.log_prob(y).exp(), numeric, rtol=1e-5, atol=1e-8)
+    grid = torch.linspace(low, high, 200_001, dtype=torch.float64).unsqueeze(-1)
+    mass = torch.trapezoid(dist.log_prob(grid).exp(), grid.squeeze(-1))
+    assert abs(mass.item() - 1.0) < 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tanh_normal_finite_at_bounds(dtype):
+    low, high = torch.tensor(-2.0, dtype=dtype), torch.tensor(0.5, dtype=dtype)
+    loc = torch.tensor([30.0, -30.0, 0.0, 9.5], dtype=dtype, requires_grad=True)
+    scale = torch.full((D,), 0.5, dtype=dtype, requires_grad=True)
+    dist = TanhNormal(loc, scale, low=low, high=high)
+    sample = dist.rsample((10,))
+    assert (sample[..., 0] == high).all() and (sample[..., 1] == low).all()
+    lp = dist.log_prob(sample)
+    assert torch.isfinite(lp).all()
+    lp.sum().backward()
+    assert torch.isfinite(loc.grad).all() and torch.isfinite(scale.grad).all()
+    edges = torch.stack([torch.full((D,), low), torch.full((D,), high)]).to(dtype)
+    assert torch.isfinite(dist.log_prob(edges)).all()
+    near = high - torch.finfo(dtype).eps * 4
+    y = torch.tensor([near, 0.0, -1.0, near], dtype=dtype)
+    ref = _reference_tanh_log_prob(y, loc.detach(), scale.detach(), low, high)
+    # atanh is ill-conditioned next to the bound: float32 only keeps a few digits there.
+    tol = 1e-2 if dtype is torch.float32 else 1e-6
+    torch.testing.assert_close(dist.log_prob(y).double(), ref, rtol=tol, atol=tol)
+    _, joint = dist.rsample_and_log_prob((10,))
+    assert torch.isfinite(joint).all()
+
+
+def test_tanh_normal_rsample_gradients_and_sample_detached():
+    loc = torch.zeros(D, requires_grad=True)
+    scale = torch.ones(D, requires_grad=True)
+    dist = TanhNormal(loc, scale)
+    dist.rsample((8,)).sum().backward()
+    assert loc.grad is not None and loc.grad.abs().sum() > 0 and scale.grad is not None
+    assert not dist.sample().requires_grad
+    _, lp = dist.sample_and_log_prob()
+    assert not lp.requires_grad
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+def test_tanh_normal_mean_approximation(batch_shape):
+    loc, scale = _params(batch_shape)
+    loc, scale = loc * 2, scale * 2
+    dist = TanhNormal(loc, scale, low=-1.0, high=3.0)
+    mc = dist.sample((200_000,)).mean(0)
+    assert (dist.mean - mc).abs().max() < 0.035 * 2 + 0.01
+
+
+def test_tanh_normal_options_and_errors():
+    loc = torch.full((D,), 100.0)
+    dist = TanhNormal(loc, torch.ones(D), tanh_loc=True, upscale=3.0)
+    torch.testing.assert_close(dist.loc, torch.full((D,), 3.0))
+    with pytest.raises(NotImplementedError, match="samples_mc_entropy"):
+        dist.entropy()
+    with pytest.raises(ValueError, match="low must be smaller than high"):
+        TanhNormal(loc, torch.ones(D), low=1.0, high=1.0)
+    with pytest.raises(ValueError, match="low must be smaller than high"):
+        TanhNormal(loc, torch.ones(D), low=torch.ones(D), high=torch.zeros(D), validate_args=True)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        TanhNormal(torch.tensor(0.0), torch.tensor(1.0))
+    checked = TanhNormal(torch.zeros(D), torch.ones(D), validate_args=True)
+    with pytest.raises(ValueError):
+        checked.log_prob(torch.full((D,), 2.0))
+    assert checked.support.check(torch.zeros(D))
+
+
+def test_tanh_normal_in_probabilistic_module():
+    td = TensorDict({"loc": torch.randn(5, D), "scale": torch.ones(5, D)}, batch_size=[5])
+    module = ProbabilisticTensorDictModule(
+        in_keys=["loc", "scale"],
+        out_keys=["action"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0},
+        return_log_prob=True,
+        default_interaction_type=InteractionType.RANDOM,
+    )
+    out = module(td.clone())
+    action, lp = out["action"], out["action_log_prob"]
+    assert action.shape == (5, D) and lp.shape == (5,)
+    dist = TanhNormal(td["loc"], td["scale"], low=-2.0, high=2.0)
+    torch.testing.assert_close(lp, dist.log_prob(action), rtol=1e-4, atol=1e-4)
+    with set_interaction_type("deterministic"):
+        torch.testing.assert_close(module(td.clone())["action"], 2.0 * torch.tanh(td["loc"]))
+    with set_interaction_type("mean"):
+        torch.testing.assert_close(module(td.clone())["action"], dist.mean)
+
+
+# ----------------------------------------------------------------------- IndependentNormal
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+def test_independent_normal(batch_shape):
+    loc, scale = _params(batch_shape)
+    dist = IndependentNormal(loc, scale)
+    assert dist.batch_shape == batch_shape and dist.event_shape == (D,)
+    value = torch.randn(7, *batch_shape, D)
+    normal = torch.distributions.Normal(loc, scale)
+    torch.testing.assert_close(dist.log_prob(value), normal.log_prob(value).sum(-1))
+    torch.testing.assert_close(dist.entropy(), normal.entropy().sum(-1))
+    assert torch.equal(dist.mode, loc) and torch.equal(dist.deterministic_sample, loc)
+    assert torch.equal(dist.mean, loc)
+    assert dist.rsample((3,)).shape == (3, *batch_shape, D)
+    expanded = dist.expand((5, *batch_shape))
+    assert expanded.batch_shape == (5, *batch_shape)
+    squashed = IndependentNormal(loc * 100, scale, tanh_loc=True, upscale=2.0)
+    assert (squashed.loc.abs() <= 2.0).all()
+
+
+# ------------------------------------------------------------------------ TruncatedNormal
+
+CASES = [
+    (0.0, 1.0, -1.0, 1.0),  # centred
+    (0.3, 0.2, -1.0, 1.0),  # narrow, mostly inside
+    (-3.0, 0.5, 1.0, 2.0),  # box in the upper tail (mirrored computation)
+    (4.0, 1.0, -1.0, 1.0),  # box in the lower tail
+]
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+@pytest.mark.parametrize("case", CASES)
+def test_truncated_normal(batch_shape, case):
+    mu, sigma, low, high = case
+    loc = torch.full((*batch_shape, 1), mu, dtype=torch.float64)
+    scale = torch.full((*batch_shape, 1), sigma, dtype=torch.float64)
+    dist = TruncatedNormal(loc, scale, low=low, high=high)
+    assert dist.batch_shape == batch_shape and dist.event_shape == (1,)
+    samples = dist.sample((20_000,))
+    assert samples.shape == (20_000, *batch_shape, 1)
+    assert ((samples >= low) & (samples <= high)).all()
+    grid = torch.linspace(low, high, 20_001, dtype=torch.float64)
+    points = grid.reshape(-1, *([1] * len(batch_shape)), 1).expand(-1, *batch_shape, 1)
+    density = dist.log_prob(points).exp()
+    mass = torch.trapezoid(density, grid, dim=0)
+    torch.testing.assert_close(
+        mass, torch.ones(batch_shape, dtype=torch.float64), atol=1e-6, rtol=0
+    )
+    mean = torch.trapezoid(density * grid.reshape(-1, *([1] * len(batch_shape))), grid, dim=0)
+    torch.testing.assert_close(dist.mean.squeeze(-1), mean, atol=1e-6, rtol=0)
+    std = dist.variance.sqrt().squeeze(-1)
+    sample_mean = samples.mean(0).squeeze(-1)
+    assert ((sample_mean - mean).abs() < 5 * std / math.sqrt(20_000) + 1e-9).all()
+    torch.testing.assert_close(samples.var(0).squeeze(-1), std**2, rtol=0.12, atol=1e-9)
+    entropy = -torch.trapezoid(density * density.log(), grid, dim=0)
+    torch.testing.assert_close(dist.entropy(), entropy, atol=1e-5, rtol=0)
+    torch.testing.assert_close(dist.mode, loc.clamp(low, high))
+    torch.testing.assert_close(dist.deterministic_sample, dist.mean)
+    outside = torch.full((*batch_shape, 1), high + 0.1, dtype=torch.float64)
+    assert (dist.log_prob(outside) == -math.inf).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_truncated_normal_cdf_matches_samples(case, dtype):
+    mu, sigma, low, high = case
+    dist = TruncatedNormal(
+        torch.tensor([mu], dtype=dtype), torch.tensor([sigma], dtype=dtype), low=low, high=high
+    )
+    samples = dist.sample((40_000,))
+    # 1%, 10%, 50%, 90% quantiles, found on a grid of the CDF
+    grid = torch.linspace(low, high, 10_001, dtype=dtype).unsqueeze(-1)
+    cdf = dist.cdf(grid).squeeze(-1)
+    assert (cdf.diff() >= 0).all() and cdf[0] == 0 and abs(cdf[-1].item() - 1) < 1e-5
+    for level in (0.01, 0.1, 0.5, 0.9):
+        q = grid[torch.searchsorted(cdf, level)]
+        empirical = (samples <= q).double().mean().item()
+        assert abs(empirical - dist.cdf(q).item()) < 0.01
+
+
+def test_truncated_normal_pathwise_gradient_matches_inverse_cdf():
+    loc = torch.tensor([0.3, -0.5, 2.0, -2.0], dtype=torch.float64, requires_grad=True)
+    scale = torch.tensor([0.5, 1.0, 0.7, 0.4], dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(1)
+    x = TruncatedNormal(loc, scale, low=-1.0, high=1.0).rsample((500,))
+    grads = torch.autograd.grad((x * x).sum(), [loc, scale])
+    # Reference: plain autograd through x = loc + scale * ndtri(Phi(a) + u (Phi(b) - Phi(a))),
+    # in the mirrored frame (z -> -z) for the last box, which lies in the upper tail.
+    torch.manual_seed(1)
+    u = torch.rand(500, 4, dtype=torch.float64)
+    sign = torch.tensor([1.0, 1.0, 1.0, -1.0], dtype=torch.float64)
+    a, b = (-1.0 - loc) / scale, (1.0 - loc) / scale
+    a, b = torch.where(sign > 0, a, -b), torch.where(sign > 0, b, -a)
+    cdf_a, cdf_b = torch.special.ndtr(a), torch.special.ndtr(b)
+    ref = loc + scale * sign * torch.special.ndtri(cdf_a + u * (cdf_b - cdf_a))
+    ref_grads = torch.autograd.grad((ref * ref).sum(), [loc, scale])
+    torch.testing.assert_close(x, ref)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_truncated_normal_extreme_tails_stay_in_box(dtype):
+    loc = torch.tensor([60.0, -60.0, 0.0, 14.0], dtype=dtype, requires_grad=True)
+    scale = torch.tensor([1.0, 1.0, 1e-3, 1.0], dtype=dtype, requires_grad=True)
+    low = torch.tensor([-1.0, -1.0, -1.0, -1.0], dtype=dtype)
+    high = torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=dtype)
+    dist = TruncatedNormal(loc, scale, low=low, high=high)
+    samples = dist.rsample((1000,))
+    assert torch.isfinite(samples).all() and ((samples >= -1) & (samples <= 1)).all()
+    assert (samples[:, 0] > 0.9).all() and (samples[:, 1] < -0.9).all()
+    samples.sum().backward()
+    assert torch.isfinite(loc.grad).all() and torch.isfinite(scale.grad).all()
+    assert torch.isfinite(dist.log_prob(samples.detach())).all()
+    assert torch.isfinite(dist.mean).all() and torch.isfinite(dist.entropy()).all()
+
+
+def test_truncated_normal_infinite_bound_and_gradients():
+    loc = torch.tensor([0.2, -0.4], requires_grad=True)
+    scale = torch.tensor([1.0, 2.0], requires_grad=True)
+    dist = TruncatedNormal(loc, scale, low=0.0, high=math.inf)
+    samples = dist.rsample((5000,))
+    assert (samples >= 0).all() and torch.isfinite(samples).all()
+    assert torch.isfinite(dist.entropy()).all() and torch.isfinite(dist.mean).all()
+    samples.mean().backward()
+    assert loc.grad is not None and torch.isfinite(loc.grad).all() and (loc.grad > 0).all()
+    with pytest.raises(ValueError, match="low must be smaller than high"):
+        TruncatedNormal(loc, scale, low=1.0, high=0.0)
+
+
+# ------------------------------------------------------------------------ Delta, TanhDelta
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+def test_delta(batch_shape):
+    param = torch.randn(*batch_shape, D, requires_grad=True)
+    dist = Delta(param)
+    assert dist.batch_shape == batch_shape and dist.event_shape == (D,)
+    sample = dist.sample((3,))
+    assert sample.shape == (3, *batch_shape, D) and not sample.requires_grad
+    assert torch.equal(sample[0], param.detach())
+    for attr in ("mode", "mean", "deterministic_sample"):
+        assert torch.equal(getattr(dist, attr), param)
+    value = param.detach().clone()
+    assert (dist.log_prob(value) == 0).all()
+    value[..., 0] += 1e-3
+    assert (dist.log_prob(value) == -math.inf).all()
+    assert (dist.log_prob(param.detach() + 1e-8) == 0).all()
+    dist.rsample((2,)).sum().backward()
+    torch.testing.assert_close(param.grad, torch.full_like(param, 2.0))
+    with pytest.raises(NotImplementedError, match="entropy"):
+        dist.entropy()
+
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
+def test_tanh_delta(batch_shape):
+    param = torch.randn(*batch_shape, D, requires_grad=True)
+    low, high = torch.tensor([-1.0, 0.0, 2.0, -5.0]), torch.tensor([1.0, 1.0, 3.0, 5.0])
+    dist = TanhDelta(param, low=low, high=high)
+    expected = (high + low) / 2 + (high - low) / 2 * torch.tanh(param)
+    torch.testing.assert_close(dist.mode, expected)
+    torch.testing.assert_close(dist.deterministic_sample, expected)
+    sample = dist.rsample()
+    assert ((sample >= low) & (sample <= high)).all()
+    sample.sum().backward()
+    grad = (high - low) / 2 * (1 - torch.tanh(param.detach()) ** 2)
+    torch.testing.assert_close(param.grad, grad)
+    assert (dist.log_prob(expected.detach()) == 0).all()
+    with pytest.raises(ValueError, match="low must be smaller than high"):
+        TanhDelta(param, low=2.0, high=-2.0)
+
+
+def test_delta_in_probabilistic_module():
+    td = TensorDict({"param": torch.randn(5, D)}, batch_size=[5])
+    module = ProbabilisticTensorDictModule(
+        in_keys=["param"], out_keys=["action"], distribution_class=TanhDelta
+    )
+    torch.testing.assert_close(module(td.clone())["action"], torch.tanh(td["param"]))
