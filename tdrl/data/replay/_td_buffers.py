@@ -37,7 +37,8 @@ def _reduce_priority(priority: torch.Tensor, index: torch.Tensor, reduction: str
             f"index (got priority {list(priority.shape)}, index {list(index.shape)}; expected the "
             "priority shape to start with the index shape). Compute one priority per element."
         )
-    return _REDUCE[reduction](priority.reshape(*index.shape, -1).float())
+    flat = priority.reshape(*index.shape, -1)
+    return _REDUCE[reduction](flat if flat.is_floating_point() else flat.double())
 
 
 class TensorDictReplayBuffer(ReplayBuffer):
@@ -110,9 +111,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
         self._sampler.update_priority(index, priority)
 
     def _attach(self, data: Any, info: dict[str, torch.Tensor]) -> Any:
-        device = data.device
+        # Indices and weights follow the data to its device (the loss multiplies them).
+        device = getattr(self._storage, "device", None)
+        move = device is not None and device.type != "cpu"
         for key, value in info.items():
-            data.set(key, value if device is None else value.to(device, non_blocking=True))
+            data.set(key, value.to(device, non_blocking=True) if move else value)
         return data
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:

@@ -299,7 +299,7 @@ class TensorStorage(Storage):
             torch._foreach_copy_(views, leaves)
         else:
             for view, leaf in zip(views, leaves):
-                view.copy_(leaf, non_blocking=True)
+                view.copy_(leaf)  # blocking: the caller may reuse its (pinned) source
 
     def write_index(self, slots: torch.Tensor, batch: Batch) -> None:
         """Copies row ``i`` of ``batch`` into slot ``slots[i]`` with ``index_copy_``."""
