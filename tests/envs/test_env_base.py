@@ -312,3 +312,12 @@ def test_step_keeps_entries_the_policy_wrote_under_next():
     assert out["next", "hidden"].eq(4).all()
     assert out["next", "observation"].eq(1).all()  # the env's own output wins
     assert "hidden" in env.step_mdp(out).keys()
+
+
+def test_root_reset_without_trailing_dim_on_nested_env():
+    env = NestedCountingEnv(batch_size=(3,), max_steps=100, nested_max_steps=(50, 50))
+    td = _advance(env, env.reset(), 2)
+    td.set("_reset", torch.tensor([True, False, False]))
+    out = env.reset(td)
+    assert out["observation"].squeeze(-1).tolist() == [0.0, 2.0, 2.0]
+    assert out["nested_2", "observation"].squeeze(-1).tolist() == [0.0, 2.0, 2.0]

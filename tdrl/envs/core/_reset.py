@@ -38,7 +38,10 @@ class ResetPlan:
         """
         if td is None:
             return None
-        raw: list[torch.Tensor | None] = [td.get(g.reset, None) for g in self.groups]
+        raw: list[torch.Tensor | None] = [
+            self._shaped(td.get(g.reset, None), self.done_shapes[i])
+            for i, g in enumerate(self.groups)
+        ]
         root_reset = td.get("_reset", None)
         if root_reset is None:
             return None if all(m is None for m in raw) else raw
@@ -48,6 +51,13 @@ class ResetPlan:
             r = root_b.reshape(*root_b.shape, *([1] * (len(shape) - root_b.ndim))).expand(shape)
             raw[i] = r if m is None else (m | r)
         return raw
+
+    @staticmethod
+    def _shaped(mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+        # A mask without the done leaf's trailing singleton dim ([B] for a [B, 1] done).
+        if mask is not None and mask.shape != shape and mask.numel() == shape.numel():
+            return mask.reshape(shape)
+        return mask
 
     def owner(self, key: NestedKey) -> int:
         """Index of the group that owns ``key`` (the root group, or -1, when none is deeper)."""
