@@ -146,6 +146,6 @@ def test_eval_of_a_non_run_directory_raises(tmp_path):
 
 def test_ppo_preset_learns_cartpole_quickly(tmp_path):
     torch.manual_seed(0)
-    cfg = load_config("ppo", overrides=["frames=20480"])
+    cfg = load_config("ppo", overrides=["frames=40960"])
     summary = OnPolicyTrainer(cfg, tmp_path, quiet=True).run()
     assert summary["best_eval_return"] >= 475
