@@ -128,7 +128,7 @@ def test_tanh_normal_mean_approximation(batch_shape):
     loc, scale = loc * 2, scale * 2
     dist = TanhNormal(loc, scale, low=-1.0, high=3.0)
     mc = dist.sample((200_000,)).mean(0)
-    assert (dist.mean - mc).abs().max() < 0.035 * 2 + 0.01
+    assert (dist.mean - mc).abs().max() < 0.04 * 2 + 0.01
 
 
 def test_tanh_normal_options_and_errors():

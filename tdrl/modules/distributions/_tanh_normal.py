@@ -45,7 +45,7 @@ class TanhNormal(Distribution):
     - ``mean`` is the Monte-Carlo-free approximation
       ``squash(loc / sqrt(1 + pi * scale^2 / 2))`` (``tanh`` written through the logistic
       function and the probit approximation of the latter); its error is below
-      ``0.035 * (high - low) / 2``.
+      ``0.04 * (high - low) / 2``.
     - ``entropy`` has no closed form and raises ``NotImplementedError``: estimate it by
       Monte-Carlo (``-log_prob(rsample())``, the losses' ``samples_mc_entropy`` option).
 
