@@ -276,3 +276,23 @@ def test_cuda_storage():
     sample = rb.sample()
     assert sample["obs"].device.type == "cuda"
     assert sample["index"].device.type == "cuda"
+
+
+@pytest.mark.parametrize("kind", STORAGES)
+@pytest.mark.parametrize("element_batch", [(), (2, 3)])
+def test_element_batch_dims(kind, element_batch):
+    """Batch dims after the first belong to each element; samples have batch [batch_size]."""
+    n = 6
+    obs = torch.arange(n, dtype=torch.float32).view(n, *[1] * len(element_batch), 1)
+    obs = obs.expand(n, *element_batch, 5).clone()
+    data = TensorDict({"obs": obs, "next": {"obs": obs + 1}}, [n, *element_batch])
+    rb = TensorDictReplayBuffer(storage=STORAGES[kind](10), batch_size=4)
+    rb.extend(data)
+    sample = rb.sample()
+    assert sample.batch_size == (4,)
+    assert sample["obs"].shape == (4, *element_batch, 5)
+    first = sample["obs"].reshape(4, -1)[:, 0]
+    assert torch.equal(first, sample["index"].float())
+    rb.extend(sample)  # a sample goes back in ("index" is dropped)
+    with pytest.raises(ValueError, match="too few batch dims"):  # extend needs a batch
+        TensorDictReplayBuffer(storage=STORAGES[kind](10)).extend(data[(0,) * data.batch_dims])

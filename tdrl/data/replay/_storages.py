@@ -187,6 +187,13 @@ class ListStorage(Storage):
         structure, leaves = flatten(data)
         if single:
             return structure, [tuple(leaves)]
+        if isinstance(data, TensorDictBase) and not data.batch_dims:
+            raise self._fail(
+                "the data has too few batch dims",
+                [],
+                "at least 1",
+                "Extend with a batch, or use add() for a single element",
+            )
         lead = {leaf.shape[0] if leaf.dim() else None for leaf in leaves}
         if len(lead) > 1 or None in lead:
             raise self._fail(
