@@ -87,3 +87,14 @@ def test_partial_reset_keeps_the_cue_of_other_members():
 def test_invalid_arguments_raise():
     with pytest.raises(ValueError, match="n_actions"):
         MaskedActionEnv(n_actions=1)
+
+
+def test_seeding_is_reproducible():
+    def run(seed: int):
+        env = MaskedActionEnv(batch_size=(4,), categorical_action_encoding=True)
+        env.set_seed(seed)
+        policy = lambda td: td.set("action", td["observation"].argmax(-1))  # noqa: E731
+        return env.rollout(20, policy, break_when_any_done=False)["action_mask"]
+
+    assert torch.equal(run(0), run(0))
+    assert not torch.equal(run(0), run(1))

@@ -117,3 +117,13 @@ def test_root_reset_resets_every_agent_and_greedy_beats_random():
     assert (greedy["next", "truncated"][:, -1] | ended_early).all()
     td = env.reset(greedy[:, -1]["next"].set("_reset", torch.ones(32, 1, dtype=torch.bool)))
     assert not td["agents", "done"].any() and not td["done"].any()
+
+
+def test_seeding_is_reproducible():
+    def run(seed: int):
+        env = MultiAgentNavigationEnv(batch_size=(4,), n_agents=2)
+        env.set_seed(seed)
+        return env.rollout(20, _greedy, break_when_any_done=False)["agents", "observation"]
+
+    assert torch.equal(run(0), run(0))
+    assert not torch.equal(run(0), run(1))
