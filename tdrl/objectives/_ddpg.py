@@ -12,12 +12,14 @@ from torch import Tensor
 
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._utils import (
+    act,
+    call_with_params,
     check_loss_function,
     detached,
     distance,
     get_entry,
     per_sample,
-    swapped,
+    plain_layers,
     value_target,
 )
 from tdrl.objectives.value import ValueEstimators
@@ -93,38 +95,38 @@ class DDPGLoss(LossModule):
         self.value_network = value_network
         self.delay_actor = delay_actor
         self.delay_value = delay_value
+        self._actor_layers = plain_layers(actor_network)
+        self._value_layers = plain_layers(value_network)
         if delay_actor:
             self._make_target("actor_network")
         if delay_value:
             self._make_target("value_network")
 
-    def _q(self, td: TensorDictBase) -> Tensor:
-        out = self.value_network(td)
-        return get_entry(out, self.tensor_keys.state_action_value, "DDPGLoss.forward")
+    def _q(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
+        key, where = self.tensor_keys.state_action_value, "DDPGLoss.forward"
+        if params is None:
+            return get_entry(self.value_network(td), key, where)
+        return call_with_params(self.value_network, self._value_layers, td, params, key, where)
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase) -> Tensor:
         next_td = next_td.copy()
-        with swapped(
-            self.actor_network_target_params if self.delay_actor else None, self.actor_network
-        ):
-            self.actor_network(next_td)
-        with swapped(
-            self.value_network_target_params if self.delay_value else None, self.value_network
-        ):
-            return self._q(next_td)
+        act(self.actor_network, self._actor_layers, next_td, self._target("actor_network"))
+        return self._q(next_td, self._target("value_network"))
+
+    def _target(self, name: str) -> TensorDictBase | None:
+        return getattr(self, f"{name}_target_params", None)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""
         where = "DDPGLoss.forward"
-        pred = self._q(tensordict.copy())
+        pred = self._q(tensordict.copy(), None)
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred.detach(), next_value, where)
         loss_value = distance(pred, target, self.loss_function).mean()
 
         acted = self.actor_network(tensordict.copy())
-        with swapped(detached(self.value_network), self.value_network):
-            loss_actor = -self._q(acted).mean()
+        loss_actor = -self._q(acted, detached(self.value_network)).mean()
         out = TensorDict(
             {
                 "loss_actor": loss_actor,

@@ -12,13 +12,14 @@ from torch import Tensor
 
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._utils import (
+    call_with_params,
     check_loss_function,
     distance,
     gather_action_value,
     get_entry,
     per_sample,
+    plain_layers,
     resolve_action_space,
-    swapped,
     value_target,
 )
 from tdrl.objectives.value import ValueEstimators
@@ -102,13 +103,16 @@ class DQNLoss(LossModule):
         self.delay_value = delay_value
         self.double_dqn = double_dqn
         self.action_space = resolve_action_space(action_space, value_network, name)
+        self._layers = plain_layers(value_network)
         if delay_value:
             self._make_target("value_network")
 
     def _action_values(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
-        with swapped(params, self.value_network):
-            out = self.value_network(td.copy())
-        return get_entry(out, self.tensor_keys.action_value, f"{type(self).__name__}.forward")
+        where = f"{type(self).__name__}.forward"
+        key = self.tensor_keys.action_value
+        if params is None:
+            return get_entry(self.value_network(td.copy()), key, where)
+        return call_with_params(self.value_network, self._layers, td, params, key, where)
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase) -> Tensor:

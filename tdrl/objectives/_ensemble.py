@@ -13,19 +13,22 @@ from tensordict.utils import NestedKey
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedParameter
 
-from tdrl.objectives._utils import distance, get_entry, per_sample
+from tdrl.objectives._utils import distance, get_entry, per_sample, plain_layers, run_layers
 
 __all__ = ["QEnsemble"]
 
 
 class QEnsemble(nn.Module):
-    """``num_copies`` copies of a tensordict module with stacked parameters, run with one vmap.
+    """``num_copies`` copies of a tensordict module with stacked parameters, run in one call.
 
     The parameters (and buffers) of the copies are stacked along a new leading dim into
     :attr:`params`, a ``TensorDictParams`` of batch size ``[num_copies]``: they are this
     module's trainable parameters. The module itself is kept without parameters (on the
     ``meta`` device) and receives each copy's parameters through ``torch.vmap`` when called,
-    so the ensemble costs one batched call instead of a Python loop over networks.
+    so the ensemble costs one batched call instead of a Python loop over networks. A plain
+    ``TensorDictModule`` around an :class:`~tdrl.modules.MLP` (or an ``nn.Sequential`` with
+    one input) of ``nn.Linear`` and parameter-free layers skips vmap: its layers run as batched
+    matrix products (``baddbmm``) on the stacked weights directly, which is faster on CPU.
 
     A loss keeps a target of the ensemble with ``LossModule._make_target(name)``: the target
     is ``loss.<name>_target_params["params"]``, passed back as ``params=``.
@@ -82,6 +85,7 @@ class QEnsemble(nn.Module):
         self.params[0].data.to("meta").to_module(base)
         # Kept out of the submodules: the base has no weights of its own (see the docstring).
         self._base = [base]
+        self._layers = plain_layers(base)
         self.in_keys: list[NestedKey] = list(base.in_keys)
         self.out_keys: list[NestedKey] = list(base.out_keys)
 
@@ -110,6 +114,9 @@ class QEnsemble(nn.Module):
         """
         params = self.params if params is None else params
         key = self.out_keys[0] if out_key is None else out_key
+        if self._layers is not None and key == self.out_keys[0]:
+            tensors = [get_entry(tensordict, k, "QEnsemble.forward") for k in self.in_keys]
+            return run_layers(self._layers, tensors, params)
         base = self._base[0]
         inputs = tensordict.empty()
         for in_key in self.in_keys:

@@ -14,10 +14,11 @@ from torch import Tensor
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._utils import (
+    act,
     action_bounds,
     check_loss_function,
     get_entry,
-    swapped,
+    plain_layers,
     value_target,
 )
 from tdrl.objectives.value import ValueEstimators
@@ -119,6 +120,7 @@ class TD3Loss(LossModule):
         bound = action_bounds(action_spec, bounds, where)
         self.register_buffer("action_low", None if bound is None else bound[0])
         self.register_buffer("action_high", None if bound is None else bound[1])
+        self._actor_layers = plain_layers(actor_network)
         if delay_actor:
             self._make_target("actor_network")
         if delay_qvalue:
@@ -129,8 +131,7 @@ class TD3Loss(LossModule):
         keys = self.tensor_keys
         next_td = next_td.copy()
         target_actor = self.actor_network_target_params if self.delay_actor else None
-        with swapped(target_actor, self.actor_network):
-            self.actor_network(next_td)
+        act(self.actor_network, self._actor_layers, next_td, target_actor)
         action = get_entry(next_td, keys.action, "TD3Loss.forward")
         noise = torch.randn_like(action).mul_(self.policy_noise)
         action = action + noise.clamp_(-self.noise_clip, self.noise_clip)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
+from tdrl.modules import MLP
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
 
@@ -182,16 +183,6 @@ def detached(module: nn.Module) -> TensorDictBase:
     return TensorDict.from_module(module).detach()
 
 
-@contextlib.contextmanager
-def swapped(params: TensorDictBase | None, module: nn.Module) -> Iterator[None]:
-    """Runs ``module`` with ``params`` in place of its own (no swap when ``params`` is None)."""
-    if params is None:
-        yield
-    else:
-        with params.to_module(module):
-            yield
-
-
 def unsqueeze_like(t: Tensor, ref: Tensor) -> Tensor:
     """Appends trailing unit dims to ``t`` until it has ``ref``'s number of dims."""
     while t.ndim < ref.ndim:
@@ -209,3 +200,96 @@ def policy_probs(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
     log_probs = torch.log_softmax(dist.logits, -1)
     probs = log_probs.exp()
     return probs, log_probs.masked_fill(probs == 0, 0.0)
+
+
+# A plain MLP (``nn.Linear`` and parameter-free layers, possibly nested in ``nn.Sequential``)
+# inside a plain ``TensorDictModule`` is run straight from a parameter TensorDict: no
+# ``to_module`` swap for targets or detached weights, and batched matrix products for stacked
+# (ensemble) weights.
+Layers = list[tuple[tuple[str, ...], nn.Module | None]]
+
+
+def plain_layers(module: Any) -> Layers | None:
+    """``[(parameter path, None for nn.Linear else the layer)]``, or None if not a plain MLP."""
+    if type(module).forward is not TensorDictModule.forward or len(module.out_keys) != 1:
+        return None
+    inner: Any = getattr(module, "module", None)
+    if not (_is_mlp(inner) or (type(inner) is nn.Sequential and len(module.in_keys) == 1)):
+        return None
+    layers: Layers = []
+    return layers if _collect_layers(inner, ("module",), layers) else None
+
+
+def _is_mlp(module: Any) -> bool:
+    return isinstance(module, MLP) and type(module).forward is MLP.forward
+
+
+def _collect_layers(module: nn.Module, prefix: tuple[str, ...], layers: Layers) -> bool:
+    for name, child in module.named_children():
+        path = (*prefix, name)
+        if type(child) is nn.Linear:
+            layers.append((path, None))
+        elif type(child) is nn.Sequential or _is_mlp(child):
+            if not _collect_layers(child, path, layers):
+                return False
+        elif next(child.parameters(), None) is None and next(child.buffers(), None) is None:
+            layers.append((path, child))
+        else:
+            return False
+    return True
+
+
+def run_layers(layers: Layers, inputs: list[Tensor], params: TensorDictBase) -> Tensor:
+    """Runs the layers of :func:`plain_layers` with ``params``, stacked (``[N]``) or not.
+
+    Stacked parameters give ``[N, *batch, *out]`` through ``baddbmm`` on the stacked weights.
+    """
+    x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
+    batch = x.shape[:-1]
+    x = x.reshape(-1, x.shape[-1])
+    stacked = params.batch_dims == 1
+    if stacked:
+        x = x.expand(params.batch_size[0], *x.shape)
+    for path, layer in layers:
+        if layer is not None:
+            x = layer(x)
+            continue
+        linear = params.get(path)
+        weight, bias = linear.get("weight"), linear.get("bias", None)
+        if not stacked:
+            x = F.linear(x, weight, bias)
+        elif bias is None:
+            x = torch.bmm(x, weight.transpose(-1, -2))
+        else:
+            x = torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
+    lead = x.shape[:1] if stacked else ()
+    return x.reshape(*lead, *batch, *x.shape[len(lead) + 1 :])
+
+
+def call_with_params(
+    module: Any,
+    layers: Layers | None,
+    td: TensorDictBase,
+    params: TensorDictBase,
+    out_key: NestedKey,
+    where: str,
+) -> Tensor:
+    """``module``'s ``out_key`` on ``td`` computed with ``params`` (``td`` is not modified)."""
+    if layers is not None and out_key == module.out_keys[0]:
+        return run_layers(layers, [get_entry(td, k, where) for k in module.in_keys], params)
+    with params.to_module(module):
+        return get_entry(module(td.copy()), out_key, where)
+
+
+def act(
+    actor: Any, layers: Layers | None, td: TensorDictBase, params: TensorDictBase | None
+) -> None:
+    """Writes ``actor``'s action into ``td``, computed with ``params`` (own weights if None)."""
+    if params is None:
+        actor(td)
+    elif layers is not None:
+        inputs = [get_entry(td, k, "act") for k in actor.in_keys]
+        td.set(actor.out_keys[0], run_layers(layers, inputs, params))
+    else:
+        with params.to_module(actor):
+            actor(td)

@@ -91,9 +91,20 @@ def _perturb(params):
         params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
 
 
-def test_matches_plain_ddpg():
+class GenericModule(TensorDictModule):
+    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
+
+    def forward(self, tensordict, *args, **kwargs):
+        return super().forward(tensordict, *args, **kwargs)
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_matches_plain_ddpg(generic):
     torch.manual_seed(0)
     actor, critic = make_actor(), make_critic()
+    if generic:
+        actor = GenericModule(actor.module, actor.in_keys, actor.out_keys)
+        critic = GenericModule(critic.module, critic.in_keys, critic.out_keys)
     loss = DDPGLoss(actor, critic, delay_actor=True).make_value_estimator(gamma=0.9)
     _perturb(loss.actor_network_target_params)
     _perturb(loss.value_network_target_params)

@@ -90,10 +90,20 @@ def plain_dqn_loss(q_net, target_net, batch, gamma, double):
     return 0.5 * (q - y).pow(2).mean(), (q - y).abs().squeeze(-1)
 
 
+class GenericModule(TensorDictModule):
+    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
+
+    def forward(self, tensordict, *args, **kwargs):
+        return super().forward(tensordict, *args, **kwargs)
+
+
+@pytest.mark.parametrize("generic", [False, True])
 @pytest.mark.parametrize("double", [False, True])
-def test_matches_plain_dqn(double):
+def test_matches_plain_dqn(double, generic):
     torch.manual_seed(0)
     net = make_net()
+    if generic:
+        net = GenericModule(net.module, net.in_keys, net.out_keys)
     loss = DQNLoss(net, double_dqn=double, action_space="categorical")
     loss.make_value_estimator(gamma=0.9)
     with torch.no_grad():  # a target that differs from the live network

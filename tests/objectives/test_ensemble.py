@@ -113,3 +113,49 @@ def test_ensemble_distance():
     loss, td_error = ensemble_distance(pred, target, "l1", 1)
     assert loss.item() == pytest.approx(0.5 + 1.5)
     assert td_error.tolist() == [2.0, 1.0]
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y, 2 * y
+
+
+@pytest.mark.parametrize("kind", ["mlp", "sequential", "layernorm", "two_outputs"])
+def test_batched_matmul_path_and_vmap_path_agree_with_a_loop(kind):
+    torch.manual_seed(0)
+    if kind == "mlp":
+        make = make_net
+    elif kind == "sequential":
+
+        def make():
+            net = nn.Sequential(
+                nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2), nn.Unflatten(-1, (2, 1))
+            )
+            return TensorDictModule(net, ["observation"], ["state_action_value"])
+
+    elif kind == "layernorm":
+
+        def make():
+            net = nn.Sequential(nn.Linear(3, 8), nn.LayerNorm(8), nn.Linear(8, 1))
+            return TensorDictModule(net, ["observation"], ["state_action_value"])
+
+    else:
+
+        def make():
+            return TensorDictModule(_TwoHeads(), ["observation"], ["state_action_value", "other"])
+
+    nets = [make() for _ in range(3)]
+    ens = QEnsemble(nets)
+    assert (ens._layers is not None) == (kind in ("mlp", "sequential"))
+    td = make_td((2, 5))
+    out = ens(td)
+    for i, net in enumerate(nets):
+        torch.testing.assert_close(out[i], net(td.copy())["state_action_value"])
+    torch.testing.assert_close(ens(td, ens.params[1]), out[1])
+    out.sum().backward()
+    assert all(p.grad is not None for p in ens.parameters())

@@ -95,9 +95,20 @@ def plain_td3(actor, critics, target_actor, target_critics, batch, gamma, noise,
     return actor_loss, critic_loss
 
 
-def test_matches_plain_td3():
+class GenericModule(TensorDictModule):
+    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
+
+    def forward(self, tensordict, *args, **kwargs):
+        return super().forward(tensordict, *args, **kwargs)
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_matches_plain_td3(generic):
     torch.manual_seed(0)
     actor, critics = make_actor(), [make_critic(), make_critic()]
+    if generic:
+        actor = GenericModule(actor.module, actor.in_keys, actor.out_keys)
+        critics = [GenericModule(c.module, c.in_keys, c.out_keys) for c in critics]
     loss = TD3Loss(actor, critics, bounds=(-0.5, 0.5), policy_noise=0.3, noise_clip=0.4)
     loss.make_value_estimator(gamma=0.9)
     with torch.no_grad():
