@@ -174,3 +174,18 @@ def test_rollout_resets_done_members_and_rewards_are_one():
 def test_invalid_horizon_raises():
     with pytest.raises(ValueError, match="max_episode_steps"):
         CartPoleEnv(max_episode_steps=0)
+
+
+def test_partial_reset_keeps_the_done_flags_and_extra_entries_of_other_members():
+    env = CartPoleEnv(batch_size=(2,))
+    td = env.reset()
+    td["done"] = torch.tensor([[True], [True]])
+    td["terminated"] = torch.tensor([[True], [False]])
+    td["truncated"] = torch.tensor([[False], [True]])
+    td["hidden"] = torch.ones(2, 3)
+    out = env.reset(td.set("_reset", torch.tensor([[True], [False]])))
+    assert out["done"].squeeze(-1).tolist() == [False, True]
+    assert out["terminated"].squeeze(-1).tolist() == [False, False]
+    assert out["truncated"].squeeze(-1).tolist() == [False, True]
+    assert out["hidden"].eq(1).all()
+    torch.testing.assert_close(out["observation"], env.state)

@@ -10,6 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.builtin._common import (
     discrete_action_spec,
+    kept_done_flags,
     make_generator,
     read_mask,
     seed_generator,
@@ -122,11 +123,9 @@ class CartPoleEnv(EnvBase):
         self._steps = steps.expand(*b, 1).clone()
         return self._output(None)
 
-    def _output(
-        self, extra: dict[str, torch.Tensor] | None, obs: torch.Tensor | None = None
-    ) -> TensorDictBase:
+    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
         # A copy of the state: whatever a consumer does to it in place cannot reach the env.
-        data = {"observation": self._state.clone() if obs is None else obs}
+        data = {"observation": self._state.clone()}
         if extra is None:
             data.update(
                 done=self._false.clone(),
@@ -148,9 +147,13 @@ class CartPoleEnv(EnvBase):
             return self._output(None)
         self._state = torch.where(mask, fresh, self._state)
         self._steps = torch.where(mask, 0, self._steps)
-        # EnvBase keeps the old values where no reset was asked, so the fresh draws can be
-        # returned as they are (they are not the state tensor: no copy needed).
-        return self._output(None, fresh)
+        return self._output(kept_done_flags(tensordict, mask))  # type: ignore[arg-type]
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        # _reset returns every member's entries (the old ones where no reset was asked).
+        return old.update(new)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")

@@ -10,7 +10,14 @@ from tensordict.utils import NestedKey
 
 from tdrl.specs import Categorical, OneHot, TensorSpec
 
-__all__ = ["action_index", "discrete_action_spec", "make_generator", "read_mask", "seed_generator"]
+__all__ = [
+    "action_index",
+    "discrete_action_spec",
+    "kept_done_flags",
+    "make_generator",
+    "read_mask",
+    "seed_generator",
+]
 
 
 def make_generator(device: torch.device | None) -> torch.Generator:
@@ -42,6 +49,21 @@ def read_mask(
     if mask is None:
         return None
     return mask.reshape(shape).bool()
+
+
+def kept_done_flags(tensordict: TensorDictBase, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Root ``done``/``terminated``/``truncated`` after a partial reset of ``mask`` ([*B, 1]).
+
+    False where a member resets, the input's values elsewhere (False when the input has none):
+    with it a ``_reset`` returns the merged data for the whole batch, so the env can skip
+    EnvBase's generic merge (``_merge_reset``).
+    """
+    keep = ~mask
+    out = {}
+    for key in ("done", "terminated", "truncated"):
+        old = tensordict.get(key, None)
+        out[key] = keep & old if old is not None else torch.zeros_like(mask)
+    return out
 
 
 def discrete_action_spec(

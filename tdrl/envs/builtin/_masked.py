@@ -11,6 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 from tdrl.envs.builtin._common import (
     action_index,
     discrete_action_spec,
+    kept_done_flags,
     make_generator,
     read_mask,
     seed_generator,
@@ -115,14 +116,23 @@ class MaskedActionEnv(EnvBase):
         if mask is None:
             self._cue, self._legal = cue, legal
             self._steps = torch.zeros_like(self._steps)
+            flags = {
+                key: torch.zeros((*b, 1), dtype=torch.bool, device=self._cue.device)
+                for key in ("done", "terminated", "truncated")
+            }
         else:
             self._cue = torch.where(mask.squeeze(-1), cue, self._cue)
             self._legal = torch.where(mask, legal, self._legal)
-            self._steps = self._steps.masked_fill(mask, 0)
-        data = self._observation()
-        for key in ("done", "terminated", "truncated"):
-            data[key] = torch.zeros((*b, 1), dtype=torch.bool, device=self._cue.device)
+            self._steps = torch.where(mask, 0, self._steps)
+            flags = kept_done_flags(tensordict, mask)  # type: ignore[arg-type]
+        data = {**self._observation(), **flags}
         return TensorDict._new_unsafe(data, batch_size=b, device=self.device)
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        # _reset returns every member's entries (the old ones where no reset was asked).
+        return old.update(new)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         index = action_index(tensordict.get("action"), self.categorical_action_encoding)

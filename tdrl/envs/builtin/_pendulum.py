@@ -8,7 +8,12 @@ from collections.abc import Sequence
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from tdrl.envs.builtin._common import make_generator, read_mask, seed_generator
+from tdrl.envs.builtin._common import (
+    kept_done_flags,
+    make_generator,
+    read_mask,
+    seed_generator,
+)
 from tdrl.envs.core import EnvBase
 from tdrl.specs import Bounded, Unbounded
 
@@ -128,10 +133,16 @@ class PendulumEnv(EnvBase):
         if mask is None:
             self._state = fresh
             self._steps = torch.zeros_like(self._steps)
-        else:
-            self._state = torch.where(mask, fresh, self._state)
-            self._steps = self._steps.masked_fill(mask, 0)
-        return self._output(None)
+            return self._output(None)
+        self._state = torch.where(mask, fresh, self._state)
+        self._steps = torch.where(mask, 0, self._steps)
+        return self._output(kept_done_flags(tensordict, mask))  # type: ignore[arg-type]
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        # _reset returns every member's entries (the old ones where no reset was asked).
+        return old.update(new)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         torque = tensordict.get("action").clamp(-_MAX_TORQUE, _MAX_TORQUE)
