@@ -56,6 +56,7 @@ class OffPolicyTrainer(Trainer):
         self.optimizers = {"optim": self.optimizer}
         self._updates = 0
         self._owed = 0.0
+        self._stored_keys = list(self.env.fake_tensordict().keys(True, True))
 
     def _counters(self) -> dict[str, Any]:
         return {**super()._counters(), "updates": self._updates, "owed": self._owed}
@@ -98,7 +99,8 @@ class OffPolicyTrainer(Trainer):
         try:
             while not self.done:
                 batch = collector.rollout()
-                self.buffer.extend(batch.reshape(-1).exclude("collector"))
+                # Only the env's entries: random-action batches lack the policy's outputs.
+                self.buffer.extend(batch.reshape(-1).select(*self._stored_keys))
                 if self.agent.exploration is not None:
                     self.agent.exploration.step(fpb)
                 losses: dict[str, float] = {}

@@ -128,11 +128,11 @@ class _Rescale(nn.Module):
     def __init__(self, net: nn.Module, low: Any, high: Any) -> None:
         super().__init__()
         self.net = net
-        self.register_buffer("mid", (high + low) / 2)
-        self.register_buffer("half", (high - low) / 2)
+        self.register_buffer("center", (high + low) / 2)
+        self.register_buffer("radius", (high - low) / 2)
 
     def forward(self, x: Any) -> Any:
-        return self.mid + self.half * self.net(x)
+        return self.center + self.radius * self.net(x)
 
 
 def _qvalue(env: EnvBase, config: dict[str, Any]) -> ValueOperator:
