@@ -44,7 +44,7 @@ def make_env(name: str, num_envs: int, *, seed: int, device: str = "cpu") -> Env
         torch.Size([4])
     """
     if name.startswith("gym:"):
-        from tdrl.envs import GymEnv  # type: ignore[attr-defined]
+        from tdrl.envs import GymEnv
 
         env: EnvBase = GymEnv(name[4:], num_envs=num_envs, device=device)
     elif name in BUILTIN_ENVS:

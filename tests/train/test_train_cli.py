@@ -149,3 +149,34 @@ def test_ppo_preset_learns_cartpole_quickly(tmp_path):
     cfg = load_config("ppo", overrides=["frames=40960"])
     summary = OnPolicyTrainer(cfg, tmp_path, quiet=True).run()
     assert summary["best_eval_return"] >= 475
+
+
+def test_gymnasium_env_option(tmp_path):
+    out = tmp_path / "gym"
+    assert (
+        main(
+            [
+                "train",
+                "ppo",
+                "--env",
+                "gym:CartPole-v1",
+                "--frames",
+                "256",
+                "--num-envs",
+                "2",
+                "--quiet",
+                "--out",
+                str(out),
+                "--set",
+                "eval.episodes=2",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "gym:CartPole-v1" and summary["frames"] == 256
+
+
+def test_unknown_env_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unknown env 'Nope'"):
+        main(["train", "ppo", "--env", "Nope", "--out", str(tmp_path)])
