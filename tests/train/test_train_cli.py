@@ -178,5 +178,5 @@ def test_gymnasium_env_option(tmp_path):
 
 
 def test_unknown_env_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="unknown env 'Nope'"):
+    with pytest.raises(ValueError, match=r"unknown env \(got 'Nope'"):
         main(["train", "ppo", "--env", "Nope", "--out", str(tmp_path)])
