@@ -12,6 +12,8 @@ from torch import nn
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._split import split_trajectories
 from tdrl.envs import EnvBase
+from tdrl.envs.batched._shared import _lookup
+from tdrl.envs.core._keys import as_key, key_tuple
 from tdrl.modules._exploration_type import ExplorationType, set_exploration_type
 
 __all__ = ["Collector"]
@@ -98,15 +100,21 @@ class Collector:
         self.frames = 0
         self._root: TensorDictBase | None = None
         self._buffer: RolloutBuffer | None = None
-        self._traj_ids: torch.Tensor | None = None
-        self._next_traj_id = 0
+        self._ids = _trajectory_ids(self.env)
         self._traj_steps: torch.Tensor | None = None
+        self._numel = max(self.env.batch_size.numel(), 1)
+        self._fast_random = type(self.env).rand_action is EnvBase.rand_action
+        self._rand_leaves: list[tuple[Any, Any]] = []
         self._shutdown = False
 
     # ------------------------------------------------------------------ policy
     def _act(self, td: TensorDictBase) -> TensorDictBase:
         if self.policy is None or self.frames < self.init_random_frames:
-            return self.env.rand_action(td)
+            if not self._fast_random:
+                return self.env.rand_action(td)
+            for key, leaf in self._rand_leaves:  # leaf draws: no Composite TensorDict per step
+                td.set(key, leaf.rand())
+            return td
         if self.policy_device is not None and td.device != self.policy_device:
             out = self.policy(td.to(self.policy_device))
             return out.to(self.env_device) if self.env_device is not None else out
@@ -125,32 +133,15 @@ class Collector:
     # ------------------------------------------------------------------ collection
     def _start(self) -> TensorDictBase:
         root = self.env.reset()
-        numel = self.env.batch_size
-        self._traj_ids = torch.arange(numel.numel()).reshape(numel) + self._next_traj_id
-        self._next_traj_id += numel.numel()
-        self._traj_steps = torch.zeros(numel, dtype=torch.long)
+        for ids in self._ids:
+            ids.start()
+        self._traj_steps = torch.zeros(self.env.batch_size, dtype=torch.long)
         return root
 
-    def _new_trajectories(self, done: torch.Tensor) -> None:
-        assert self._traj_ids is not None and self._traj_steps is not None
-        n = int(done.sum())
-        if n:
-            fresh = torch.arange(self._next_traj_id, self._next_traj_id + n)
-            self._traj_ids = self._traj_ids.masked_scatter(done, fresh)
-            self._next_traj_id += n
-            self._traj_steps = self._traj_steps.masked_fill(done, 0)
-
-    def _batch_done(self, td: TensorDictBase) -> torch.Tensor:
-        """``[*B]`` flags: the env member's first done group (the root one when it exists)."""
-        done = td.get(("next", *_tuple(self.env.done_groups[0].done)))
-        nb = len(self.env.batch_size)
-        return done.reshape(*done.shape[:nb], -1).any(-1)
-
-    def _truncate(self, td: TensorDictBase) -> None:
+    def _truncate(self, td: TensorDictBase, limit: int) -> None:
         assert self._traj_steps is not None
-        if self.max_frames_per_traj is None:
-            return
-        cut = self._traj_steps >= self.max_frames_per_traj
+        self._traj_steps += 1
+        cut = self._traj_steps >= limit
         if not cut.any():
             return
         for g in self.env.done_groups:
@@ -164,21 +155,29 @@ class Collector:
                 m = cut.reshape(*cut.shape, *([1] * (flag.ndim - cut.ndim)))
                 td.set(full, flag | m)
 
+    def _make_buffer(self, td: TensorDictBase) -> RolloutBuffer:
+        example = td.clone()
+        for ids in self._ids:
+            example.set(ids.key, ids.ids)
+        buffer = RolloutBuffer(
+            example, self.steps_per_batch, self.storing_device, external=[i.key for i in self._ids]
+        )
+        return buffer
+
     def _step_once(self, root: TensorDictBase, t: int) -> TensorDictBase:
-        assert self._traj_ids is not None and self._traj_steps is not None
-        td = self._act(root)
-        td = self.env.step(td)
-        self._traj_steps += 1
-        self._truncate(td)
-        td.set(("collector", "traj_ids"), self._traj_ids)
+        td = self.env.step(self._act(root))
+        if self.max_frames_per_traj is not None:
+            self._truncate(td, self.max_frames_per_traj)
         if self._buffer is None:
-            self._buffer = RolloutBuffer(td, self.steps_per_batch, self.storing_device)
-        self._buffer.write(td, t)
+            self._buffer = self._make_buffer(td)
+        self._buffer.write(td, t, [ids.ids for ids in self._ids])
         nxt = self.env.step_mdp(td)
-        nxt.exclude("collector", inplace=True)
-        done = self._batch_done(td)
-        self._new_trajectories(done)
-        self.frames += max(self.env.batch_size.numel(), 1)
+        member_done = self._ids[0].renew(td)
+        if member_done is not None and self._traj_steps is not None:
+            self._traj_steps.masked_fill_(member_done, 0)
+        for ids in self._ids[1:]:
+            ids.renew(td)
+        self.frames += self._numel
         return self.env.maybe_reset(nxt)
 
     def rollout(self) -> TensorDictBase:
@@ -191,6 +190,8 @@ class Collector:
         if self._root is None or self.reset_at_each_iter:
             self._root = self._start()
         root = self._root
+        spec = self.env.full_action_spec  # read per batch: transforms may rebuild the specs
+        self._rand_leaves = [(key, spec[key]) for key in self.env.action_keys]
         with torch.no_grad(), set_exploration_type(self.exploration_type):
             for t in range(self.steps_per_batch):
                 root = self._step_once(root, t)
@@ -219,7 +220,11 @@ class Collector:
 
     def state_dict(self) -> dict[str, Any]:
         """Frame counter, trajectory counter, policy weights and env/transform state."""
-        state: dict[str, Any] = {"frames": self.frames, "next_traj_id": self._next_traj_id}
+        state: dict[str, Any] = {
+            "frames": self.frames,
+            "next_traj_id": self._ids[0].next_id,
+            "next_group_traj_ids": [ids.next_id for ids in self._ids[1:]],
+        }
         env_state = getattr(self.env, "state_dict", None)
         if callable(env_state):
             state["env"] = env_state()
@@ -230,7 +235,9 @@ class Collector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores what ``state_dict`` returned."""
         self.frames = int(state["frames"])
-        self._next_traj_id = int(state["next_traj_id"])
+        self._ids[0].next_id = int(state["next_traj_id"])
+        for ids, value in zip(self._ids[1:], state.get("next_group_traj_ids", [])):
+            ids.next_id = int(value)
         if "env" in state and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(state["env"])
         if "policy" in state and isinstance(self.policy, nn.Module):
@@ -259,3 +266,53 @@ class Collector:
 
 def _tuple(key: Any) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
+
+
+class _TrajIds:
+    """The trajectory ids of one done group: one per group member, renewed after each done.
+
+    ``done_key`` is read under ``"next"``; trailing dims of the done leaf beyond ``shape`` are
+    reduced with ``any`` (an env member is done when its first group is).
+    """
+
+    __slots__ = ("done_key", "done_path", "ids", "key", "next_id", "shape")
+
+    def __init__(self, key: Any, done_key: Any, shape: torch.Size) -> None:
+        self.key = as_key(key)
+        self.done_path = ("next", *key_tuple(done_key))
+        self.done_key = as_key(self.done_path)
+        self.shape = shape
+        self.next_id = 0
+        self.ids = torch.zeros(shape, dtype=torch.long)
+
+    def start(self) -> None:
+        n = self.shape.numel()
+        self.ids = torch.arange(self.next_id, self.next_id + n).reshape(self.shape)
+        self.next_id += n
+
+    def renew(self, td: TensorDictBase) -> torch.Tensor | None:
+        """Gives fresh ids where the group is done; returns the done flags (None if none)."""
+        done = _lookup(td, self.done_path, self.done_key)
+        if not done.any():
+            return None
+        done = done.reshape(*self.shape, -1).any(-1)
+        n = int(done.sum())
+        fresh = torch.arange(self.next_id, self.next_id + n)
+        self.ids = self.ids.masked_scatter(done, fresh)
+        self.next_id += n
+        return done
+
+
+def _trajectory_ids(env: EnvBase) -> list[_TrajIds]:
+    """Ids per env member (from the first done group) at ``("collector", "traj_ids")``, then
+    per member of every nested done group at ``(*prefix, "collector", "traj_ids")``."""
+    groups = env.done_groups
+    out = [_TrajIds(("collector", "traj_ids"), groups[0].done, env.batch_size)]
+    spec = env.full_done_spec
+    for g in groups:
+        if not g.prefix:
+            continue
+        shape = spec[g.done].shape
+        shape = shape[:-1] if shape[-1:] == (1,) else shape
+        out.append(_TrajIds((*g.prefix, "collector", "traj_ids"), g.done, shape))
+    return out

@@ -56,6 +56,10 @@ class WorkerSetup:
     num_workers: int
 
 
+def _tail(key: Any) -> tuple[str, ...]:
+    return tuple(key[-2:]) if isinstance(key, tuple) else (key,)
+
+
 def _dry_run(env: EnvBase, policy: Any, kwargs: dict[str, Any]) -> TensorDictBase:
     """One step of collection with the worker's settings: the layout of a batch, ``[*B, 1]``."""
     probe_kwargs = dict(kwargs, frames_per_batch=max(env.batch_size.numel(), 1), total_frames=-1)
@@ -78,7 +82,7 @@ class _Server:
         self.collector = Collector(env, setup.policy, **setup.collector_kwargs)
         self._row: TensorDictBase | None = None
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self._ids: torch.Tensor | None = None
+        self._ids: list[torch.Tensor] = []
 
     def attach(self, buffer: TensorDictBase) -> None:
         """Takes this worker's row of the shared ``[num_workers, *B, T]`` batch buffer."""
@@ -100,7 +104,7 @@ class _Server:
                 )
             pairs.append((src, dst))
         self._pairs = pairs
-        self._ids = row.get(TRAJ_KEY)
+        self._ids = [row.get(k) for k in row.keys(True, True) if _tail(k) == TRAJ_KEY]
 
     def collect(self, message: Any) -> None:
         """Applies pending weights, collects one batch and copies it into the shared row."""
@@ -108,11 +112,12 @@ class _Server:
         batch = self.collector.rollout()
         if self._pairs is None:
             self._bind(batch)
-        assert self._pairs is not None and self._ids is not None
+        assert self._pairs is not None
         for src, dst in self._pairs:
             dst.copy_(src)
         # interleave the ids: worker w owns the ids congruent to w modulo num_workers
-        self._ids.mul_(self.num_workers).add_(self.index)
+        for ids in self._ids:
+            ids.mul_(self.num_workers).add_(self.index)
 
     def set_seed(self, seed: int) -> int:
         return int(self.collector.set_seed(seed))
