@@ -11,6 +11,7 @@ from torch import nn
 
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
 from tdrl.envs.batched._shared import _lookup
 from tdrl.envs.core._keys import as_key, key_tuple
@@ -121,14 +122,19 @@ class Collector:
         return self.policy(td)
 
     def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
-        """Loads ``weights`` into the policy (a no-op without weights: it is shared in-process)."""
-        if weights is None or self.policy is None:
+        """Copies ``weights`` into the policy in place (a no-op without weights: the policy is
+        shared in-process).
+
+        Args:
+            weights: a TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of
+                entries is fine) or a ``state_dict``.
+        """
+        current = policy_weights(self.policy)
+        if weights is None or current is None:
             return
-        if isinstance(self.policy, nn.Module):
-            if isinstance(weights, TensorDictBase):
-                weights.to_module(self.policy)
-            else:
-                self.policy.load_state_dict(weights)
+        new = as_weights("Collector.update_policy_weights_", weights, current)
+        with torch.no_grad():
+            current.update_(new)
 
     # ------------------------------------------------------------------ collection
     def _start(self) -> TensorDictBase:

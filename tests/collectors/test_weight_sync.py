@@ -10,6 +10,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
 from tdrl.collectors import (
+    Collector,
     MultiAsyncCollector,
     MultiProcessWeightSyncScheme,
     MultiSyncCollector,
@@ -120,3 +121,16 @@ def test_batches_started_after_an_update_use_the_new_weights(cls, scheme_cls):
             collector.update_policy_weights_()
             if cls is MultiAsyncCollector:
                 started_at[collector.last_worker] = version
+
+
+def test_single_process_collector_copies_weights_in_place():
+    policy = _policy()
+    param = policy.module.version
+    collector = Collector(CountingEnv(), policy, frames_per_batch=2)
+    weights = TensorDict({"module": {"version": torch.full((1,), 2.0)}})
+    collector.update_policy_weights_(weights)
+    weights["module", "version"].fill_(5.0)  # the policy holds a copy, not the caller's tensor
+    assert policy.module.version is param and isinstance(param, torch.nn.Parameter)
+    assert param.item() == 2.0
+    collector.update_policy_weights_({"module.version": torch.full((1,), 3.0)})
+    assert collector.rollout()["action"].unique().tolist() == [3.0]
