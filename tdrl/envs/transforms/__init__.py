@@ -5,6 +5,17 @@ reads (actions); :class:`TransformedEnv` runs an env through a sequence of them 
 transformed specs. The same transform object also works outside an env (``transform(td)`` on a
 replay-buffer sample) and inside :class:`Compose`.
 
+- Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum`, :class:`InitTracker`,
+  :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
+- Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
+  :class:`RewardClipping`, :class:`ClipObservation`.
+- Types and devices: :class:`DTypeCast`, :class:`DoubleToFloat`, :class:`DeviceCast`.
+- Keys and shapes: :class:`CatTensors`, :class:`RenameKeys`, :class:`ExcludeKeys`,
+  :class:`SelectKeys`, :class:`UnsqueezeTransform`, :class:`FlattenObservation`.
+- Frames and images: :class:`CatFrames`, :class:`ToTensorImage`, :class:`Resize`,
+  :class:`GrayScale`.
+- Env control: :class:`FrameSkip`, :class:`NoopReset`.
+
 Examples:
     >>> from tdrl.envs.transforms import Compose, RewardSum, StepCounter, TransformedEnv
     >>> from tdrl.testing import CountingEnv
@@ -15,19 +26,48 @@ Examples:
 
 from tdrl.envs.transforms._action_mask import ActionMask
 from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._casts import DeviceCast, DoubleToFloat, DTypeCast
+from tdrl.envs.transforms._cat_frames import CatFrames
 from tdrl.envs.transforms._compose import Compose
+from tdrl.envs.transforms._control import FrameSkip, NoopReset
 from tdrl.envs.transforms._env import TransformedEnv
 from tdrl.envs.transforms._episode import InitTracker, RewardSum
+from tdrl.envs.transforms._images import GrayScale, Resize, ToTensorImage
+from tdrl.envs.transforms._key_ops import CatTensors, ExcludeKeys, RenameKeys, SelectKeys
+from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._primer import TensorDictPrimer
+from tdrl.envs.transforms._shapes import FlattenObservation, UnsqueezeTransform
 from tdrl.envs.transforms._step_counter import StepCounter
+from tdrl.envs.transforms._value_maps import ClipObservation, RewardClipping, RewardScaling
+from tdrl.envs.transforms._vec_norm import VecNorm
 
 __all__ = [
     "ActionMask",
+    "CatFrames",
+    "CatTensors",
+    "ClipObservation",
     "Compose",
+    "DTypeCast",
+    "DeviceCast",
+    "DoubleToFloat",
+    "ExcludeKeys",
+    "FlattenObservation",
+    "FrameSkip",
+    "GrayScale",
     "InitTracker",
+    "NoopReset",
+    "ObservationNorm",
+    "RenameKeys",
+    "Resize",
+    "RewardClipping",
+    "RewardScaling",
     "RewardSum",
+    "SelectKeys",
     "StepCounter",
     "TensorDictPrimer",
+    "ToTensorImage",
     "Transform",
     "TransformedEnv",
+    "UnsqueezeTransform",
+    "VecNorm",
 ]

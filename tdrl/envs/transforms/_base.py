@@ -47,8 +47,10 @@ class Transform(nn.Module):
       full reset), ``td_out`` the reset output of the env below. Its output is final: for every
       entry it writes, the rows (groups, agents) that do not reset must keep their value in
       ``td_in`` (see :meth:`_where_reset`), and internal state changes only where the group
-      resets. Default: ``_call(td_out)`` when the output holds the ``in_keys`` (reward
-      transforms are skipped), then the rows that do not reset are restored for ``out_keys``.
+      resets. Default: ``_apply_transform`` on every ``in_key`` the output holds (rewards do
+      not exist after a reset) and the rows that do not reset are restored for its
+      ``out_key``; a transform that overrides ``_call`` instead gets ``_call(td_out)`` when the
+      output holds its ``in_keys``, then the same restoring for ``out_keys``.
       List every entry a transform writes in ``out_keys``: the TransformedEnv hands the base env
       the previous values of the other entries only.
     - ``_inv_apply_transform(value)`` / ``_inv_call(td)``: the action side, applied to a shallow
@@ -186,10 +188,21 @@ class Transform(nn.Module):
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
     ) -> TensorDictBase:
-        if self._holds(tensordict_out, self.in_keys, "_reset"):
-            tensordict_out = self._call(tensordict_out)
-            self._keep_rows(tensordict_in, tensordict_out, self.out_keys)
+        if not self._maps_tensors():
+            if self._holds(tensordict_out, self.in_keys, "_reset"):
+                tensordict_out = self._call(tensordict_out)
+                self._keep_rows(tensordict_in, tensordict_out, self.out_keys)
+            return tensordict_out
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = tensordict_out.get(in_key, None)
+            if value is not None:  # rewards do not exist after a reset
+                new = self._apply_transform(value)
+                tensordict_out.set(out_key, self._where_reset(tensordict_in, out_key, new))
         return tensordict_out
+
+    def _maps_tensors(self) -> bool:
+        """Whether the transform works key by key through ``_apply_transform``."""
+        return type(self)._apply_transform is not Transform._apply_transform
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
@@ -203,10 +216,12 @@ class Transform(nn.Module):
         """Applies the transform outside any env (a replay-buffer sample, data from disk).
 
         The map runs on the root and on ``"next"`` wherever the ``in_keys`` are found (in
-        place); the keys must be found together in a location, and at least once.
+        place). Key-by-key transforms (``_apply_transform``) map each key where it is found;
+        transforms that override ``_call`` need all their keys together in a location.
 
         Raises:
-            KeyError: the keys are found nowhere, or only some of them in a location.
+            KeyError: a key is found nowhere (or, for ``_call`` transforms, only some of the
+                keys are found in a location).
 
         Examples:
             >>> import torch
@@ -219,16 +234,29 @@ class Transform(nn.Module):
             [3.0, 3.0]
         """
         nxt = tensordict.get("next", None)
-        found = False
+        places = [nxt, tensordict] if isinstance(nxt, TensorDictBase) else [tensordict]
+        if self._maps_tensors():
+            found = set()
+            for place in places:
+                for in_key, out_key in zip(self.in_keys, self.out_keys):
+                    value = place.get(in_key, None)
+                    if value is not None:
+                        place.set(out_key, self._apply_transform(value))
+                        found.add(in_key)
+            missing = [k for k in self.in_keys if k not in found]
+            if missing:
+                raise self._missing_key(missing[0], tensordict, "forward")
+            return tensordict
+        found_any = False
         if isinstance(nxt, TensorDictBase) and self._holds(nxt, self.in_keys, "forward"):
             nxt = self._call(nxt)
-            found = True
+            found_any = True
         if self._holds(tensordict, self.in_keys, "forward"):
             tensordict = self._call(tensordict)
-            found = True
+            found_any = True
         if isinstance(nxt, TensorDictBase):
             tensordict.set("next", nxt)
-        if not found and self.in_keys:
+        if not found_any and self.in_keys:
             raise self._missing_key(self.in_keys[0], tensordict, "forward")
         return tensordict
 

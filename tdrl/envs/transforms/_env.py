@@ -36,7 +36,9 @@ class TransformedEnv(EnvBase):
     entries it writes. The result is the final merged data: the EnvBase partial-reset merge
     only adds it to the input. ``step`` maps the actions through the inverse hooks (on a shallow
     copy: the caller's root keeps what the policy wrote), steps the base env and passes its
-    ``"next"`` through each transform's ``_step``. Entries the policy wrote under ``"next"``
+    ``"next"`` through each transform's ``_step``. The base env never sees its own entries in
+    transformed form: base entries that a transform writes (its ``out_keys``) are left out of
+    what the base env's ``reset`` and ``step`` get, unless an inverse map restores them. Entries the policy wrote under ``"next"``
     (e.g. a recurrent state) are kept unless the env overwrites them.
 
     On the first reset and step after the specs were built, each transform's output is checked
@@ -156,6 +158,7 @@ class TransformedEnv(EnvBase):
         self.device = device if device is not None else base.device
         self._refresh_keys()
         self._pass_keys: dict[int, list[NestedKey]] = {}
+        self._hidden: dict[int, list[NestedKey]] = {}
 
     def _reset_input_keys(self, n: int) -> list[NestedKey]:
         """What the base env's reset gets: ``_reset`` entries, and the previous values of the
@@ -204,11 +207,27 @@ class TransformedEnv(EnvBase):
             self._checked["reset"].add(i)
         return out
 
+    def _step_hidden_keys(self, n: int) -> list[NestedKey]:
+        """Base entries that the first ``n`` transforms write (so the root holds them in the
+        transformed form) and no inverse map restores: the base env's step does not get them."""
+        keys = self._hidden.get(n)
+        if keys is None:
+            base = self.base_env
+            written = {k for t in self._flat[:n] for k in t.out_keys}
+            restored = {k for t in self._flat[:n] for k in t.in_keys_inv}
+            entries = [*base.observation_keys, *base.done_keys, *base.state_keys]
+            keys = [k for k in dict.fromkeys(entries) if k in written and k not in restored]
+            self._hidden[n] = keys
+        return keys
+
     def _run_step(self, tensordict: TensorDictBase, n: int) -> TensorDictBase:
         inner = tensordict
         inverse = self._inverse if n == len(self._flat) else self._inverse_up_to(n)
+        hidden = self._step_hidden_keys(n)
+        if hidden:
+            inner = tensordict.exclude(*hidden)
         if inverse:
-            inner = tensordict.copy()
+            inner = inner.copy() if inner is tensordict else inner
             for t in reversed(inverse):
                 inner = t._inv_call(inner)
         policy_next = tensordict.get("next", None)

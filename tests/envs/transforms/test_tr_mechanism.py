@@ -14,6 +14,7 @@ from tdrl.envs import (
     StepCounter,
     Transform,
     TransformedEnv,
+    UnsqueezeTransform,
     check_env_specs,
 )
 from tdrl.errors import SpecError
@@ -217,7 +218,7 @@ def test_missing_data_at_step_names_the_transform():
         def _step(self, td, nxt):
             return nxt.exclude("observation")
 
-    env = TransformedEnv(CountingEnv(), Compose(Drops(), AddTen(in_keys="observation")))
+    env = TransformedEnv(TransformTestEnv(), Compose(Drops(), AddTen(in_keys="observation")))
     with pytest.raises(KeyError, match=r"AddTen._call: key 'observation' is missing"):
         env.rand_step()
 
@@ -243,6 +244,18 @@ def test_state_dict_round_trip_and_seed_and_close():
     assert env.set_seed(5) == 6 and env.base_env.seed == 5
     env.close()
     assert env.base_env.is_closed
+
+
+def test_the_base_env_never_sees_its_entries_transformed():
+    class Recorder(TransformTestEnv):
+        def _step(self, td):
+            self.seen = td.clone()
+            return super()._step(td)
+
+    env = TransformedEnv(Recorder((2,)), UnsqueezeTransform(-1, "observation"))
+    env.rollout(3, break_when_any_done=False)
+    assert "observation" not in env.base_env.seen.keys()
+    assert env.base_env.seen["pixels"].shape == (2, 6, 8, 3)
 
 
 def test_nested_transformed_envs_and_builtin_env():

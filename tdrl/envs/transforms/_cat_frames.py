@@ -1,0 +1,194 @@
+"""CatFrames: stack the last N frames of an entry along a dim."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._utils import KeysArg, broadcast_mask, key_prefix
+from tdrl.specs import Bounded, TensorSpec, Unbounded
+
+__all__ = ["CatFrames"]
+
+
+class CatFrames(Transform):
+    """Concatenates the last ``N`` frames of each entry along ``dim`` (oldest first).
+
+    After a reset the stack is padded with the first frame (``padding="same"``) or with
+    ``padding_value`` (``"constant"``), per done group: only the members, groups and agents
+    whose ``_reset`` is true restart their stack. The frames of the running episodes are kept
+    in the transform (not sent through batched envs); a reset reloads them from the input's
+    stacked entry when it has one.
+
+    Outside an env, :meth:`forward` stacks the frames of a trajectory (the last batch dim is
+    time; episodes start where the previous step's ``("next", "done")`` of the entry's group,
+    or of a group above it, is true), giving what the env would have produced.
+
+    Args:
+        N: number of frames.
+        dim: the (negative) dim to concatenate along, e.g. ``-3`` for ``[C, H, W]`` images.
+        in_keys: entries to stack.
+        out_keys: where the stacks go (default: in place).
+        padding: ``"same"`` or ``"constant"``.
+        padding_value: the value of ``"constant"`` padding.
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=9), CatFrames(3, -1, "observation", "stack"))
+        >>> env.rollout(3)["next", "stack"].tolist()
+        [[0.0, 0.0, 1.0], [0.0, 1.0, 2.0], [1.0, 2.0, 3.0]]
+    """
+
+    def __init__(
+        self,
+        N: int,
+        dim: int,
+        in_keys: KeysArg = "pixels",
+        out_keys: KeysArg = None,
+        *,
+        padding: str = "same",
+        padding_value: float = 0.0,
+    ) -> None:
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if N < 1 or dim >= 0 or padding not in ("same", "constant"):
+            raise ValueError(
+                f"CatFrames.__init__: bad arguments (got N={N}, dim={dim}, padding={padding!r}; "
+                "expected N >= 1, a negative dim and padding 'same' or 'constant'). Fix them."
+            )
+        self.N = int(N)
+        self.dim = dim
+        self.padding = padding
+        self.padding_value = float(padding_value)
+        self._frames: dict[int, torch.Tensor] = {}
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        shape = torch.cat([torch.empty(spec.shape, device="meta")] * self.N, self.dim).shape
+        if isinstance(spec, Bounded):
+            low, high = spec.low, spec.high
+            if self.padding == "constant":
+                low, high = low.clamp(max=self.padding_value), high.clamp(min=self.padding_value)
+            low = torch.cat([low] * self.N, self.dim)
+            high = torch.cat([high] * self.N, self.dim)
+            return Bounded(
+                low, high, shape=shape, device=spec.device, dtype=spec.dtype or low.dtype
+            )
+        return Unbounded(shape, spec.device, dtype=spec.dtype or torch.float32)
+
+    def _first_stack(self, frame: torch.Tensor) -> torch.Tensor:
+        if self.padding == "same":
+            return torch.cat([frame] * self.N, self.dim)
+        pad = torch.full_like(frame, self.padding_value)
+        return torch.cat([pad] * (self.N - 1) + [frame], self.dim)
+
+    def _reset(
+        self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
+    ) -> TensorDictBase:
+        for i, (in_key, out_key) in enumerate(zip(self.in_keys, self.out_keys)):
+            frame = tensordict_out.get(in_key, None)
+            if frame is None:
+                raise self._missing_key(in_key, tensordict_out, "_reset")
+            first = self._first_stack(frame)
+            mask = self._reset_mask(tensordict_in, in_key, first)
+            prev = tensordict_in.get(out_key, None) if tensordict_in is not None else None
+            if prev is None or prev.shape != first.shape:
+                prev = self._frames.get(i)
+            if mask is None or prev is None or prev.shape != first.shape:
+                stack = first
+            else:
+                stack = torch.where(mask, first, prev.to(first.device))
+            self._frames[i] = stack
+            tensordict_out.set(out_key, stack)
+        return tensordict_out
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for i, (in_key, out_key) in enumerate(zip(self.in_keys, self.out_keys)):
+            frame = next_tensordict.get(in_key, None)
+            if frame is None:
+                raise self._missing_key(in_key, next_tensordict, "_step")
+            stack = self._frames.get(i)
+            size = frame.shape[self.dim]
+            if stack is None or stack.shape[self.dim] != size * self.N:
+                raise RuntimeError(
+                    f"CatFrames._step: no frames for {in_key!r} (got "
+                    f"{None if stack is None else tuple(stack.shape)}; expected a stack from a "
+                    "previous reset). Reset the env before stepping it."
+                )
+            stack = torch.cat([stack.narrow(self.dim, size, size * (self.N - 1)), frame], self.dim)
+            self._frames[i] = stack
+            next_tensordict.set(out_key, stack)
+        return next_tensordict
+
+    # ------------------------------------------------------------------ trajectories
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Stacks the frames of a trajectory whose last batch dim is time (see class doc).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(obs=torch.arange(4.0).reshape(4, 1),
+            ...     next=TensorDict(obs=torch.arange(1.0, 5.0).reshape(4, 1),
+            ...         done=torch.tensor([[False], [True], [False], [False]])), batch_size=[4])
+            >>> CatFrames(2, -1, "obs")(td)["obs"].tolist()
+            [[0.0, 0.0], [0.0, 1.0], [2.0, 2.0], [2.0, 3.0]]
+        """
+        if tensordict.ndim == 0:
+            raise ValueError(
+                "CatFrames.forward: the data has no time dim (got batch size (); expected the "
+                "last batch dim to be time). Pass a trajectory, e.g. a rollout."
+            )
+        t_dim = tensordict.ndim - 1
+        nxt = tensordict.get("next", None)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            frames = tensordict.get(in_key, None)
+            if frames is None:
+                raise self._missing_key(in_key, tensordict, "forward")
+            starts = self._episode_starts(tensordict, in_key, frames.ndim, t_dim)
+            stack = self._unfold(frames, starts, t_dim)
+            later = nxt.get(in_key, None) if isinstance(nxt, TensorDictBase) else None
+            tensordict.set(out_key, stack)
+            if later is not None:
+                size = later.shape[self.dim]
+                shifted = stack.narrow(self.dim, size, size * (self.N - 1))
+                nxt.set(out_key, torch.cat([shifted, later], self.dim))  # type: ignore[union-attr]
+        return tensordict
+
+    def _episode_starts(
+        self, tensordict: TensorDictBase, key: NestedKey, ndim: int, t_dim: int
+    ) -> torch.Tensor:
+        prefix = key_prefix(key)
+        starts: torch.Tensor | None = None
+        for depth in range(len(prefix) + 1):
+            done = tensordict.get(("next", *prefix[:depth], "done"), None)
+            if done is None:
+                continue
+            first = torch.ones_like(done.narrow(t_dim, 0, 1))
+            start = torch.cat([first, done.narrow(t_dim, 0, done.shape[t_dim] - 1)], t_dim)
+            start = broadcast_mask(start, t_dim + 1, ndim)
+            starts = start if starts is None else starts | start
+        if starts is None:
+            size = tensordict.shape[t_dim]
+            starts = torch.arange(size, device=tensordict.device) == 0
+            starts = starts.reshape(*([1] * t_dim), size, *([1] * (ndim - t_dim - 1)))
+        return starts
+
+    def _unfold(self, frames: torch.Tensor, starts: torch.Tensor, t_dim: int) -> torch.Tensor:
+        size = frames.shape[t_dim]
+        steps = torch.arange(size, device=frames.device)
+        steps = steps.reshape(*([1] * t_dim), size, *([1] * (starts.ndim - t_dim - 1)))
+        episode_start = torch.cummax(torch.where(starts, steps, 0), t_dim).values
+        stack = []
+        for k in range(self.N):
+            back = steps - (self.N - 1 - k)
+            index = torch.maximum(back, episode_start)
+            frame = torch.gather(frames, t_dim, index.expand(frames.shape))
+            if self.padding == "constant":
+                pad = torch.full((), self.padding_value, dtype=frame.dtype, device=frame.device)
+                frame = torch.where(back >= episode_start, frame, pad)
+            stack.append(frame)
+        return torch.cat(stack, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"N={self.N}, dim={self.dim}, padding={self.padding!r}, {super().extra_repr()}"

@@ -1,0 +1,129 @@
+"""Transforms that drive the env below: FrameSkip and NoopReset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.envs.transforms._base import Transform
+
+__all__ = ["FrameSkip", "NoopReset"]
+
+Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+class FrameSkip(Transform):
+    """Repeats each action ``frame_skip`` times and sums the rewards.
+
+    The env below (the base env and the transforms placed before this one) steps up to
+    ``frame_skip`` times with the same actions; the repetition stops early after a step where
+    any done leaf is true, so no member is stepped past its end (the others then repeat fewer
+    times). The result is the last step's data with the rewards summed. Transforms placed after
+    it must not change the actions.
+
+    Args:
+        frame_skip: how many times each action is applied (>= 1).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=7), FrameSkip(3))
+        >>> td = env.rollout(5)
+        >>> td["next", "observation"].flatten().tolist(), td["next", "reward"].flatten().tolist()
+        ([3.0, 6.0, 7.0], [3.0, 3.0, 1.0])
+    """
+
+    def __init__(self, frame_skip: int = 1) -> None:
+        if frame_skip < 1:
+            raise ValueError(
+                f"FrameSkip.__init__: frame_skip must be >= 1 (got {frame_skip}). Pass a "
+                "positive number of repeats."
+            )
+        super().__init__()
+        self.frame_skip = int(frame_skip)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        parent = self._require_parent("_step")
+        actions = tensordict.select(*parent.action_keys, strict=False)
+        totals = {k: next_tensordict.get(k) for k in parent.reward_keys}
+        current = tensordict.copy().set("next", next_tensordict)
+        for _ in range(self.frame_skip - 1):
+            if any(bool(current.get(("next", g.done)).any()) for g in parent.done_groups):
+                break
+            root = parent.step_mdp(current).update(actions)
+            current = parent.step(root)
+            for key in totals:
+                totals[key] = totals[key] + current.get(("next", key))
+        out = current.get("next")
+        for key, total in totals.items():
+            out.set(key, total)
+        return out  # type: ignore[no-any-return]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise self._env_only("forward")
+
+    def extra_repr(self) -> str:
+        return f"frame_skip={self.frame_skip}"
+
+
+class NoopReset(Transform):
+    """After a full reset, plays a few steps (1 to ``noops``) before handing over the env.
+
+    Used to randomise start states (Atari). The steps run on the env below with ``policy``
+    (default: random actions from its action spec). If an episode ends during them, the env is
+    reset again (without the extra steps). Partial resets (some members only) are refused: the
+    extra steps would move the members that do not reset.
+
+    Args:
+        noops: the largest number of steps.
+        random: draw the number of steps uniformly in ``[1, noops]`` (else always ``noops``).
+        policy: writes the actions to play (e.g. the no-op action of an Atari game).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=50), NoopReset(noops=4, random=False))
+        >>> env.reset()["observation"].item()
+        4.0
+    """
+
+    def __init__(self, noops: int = 30, random: bool = True, policy: Policy | None = None):
+        if noops < 1:
+            raise ValueError(
+                f"NoopReset.__init__: noops must be >= 1 (got {noops}). Pass a positive count."
+            )
+        super().__init__()
+        self.noops = int(noops)
+        self.random = random
+        self.policy = policy
+
+    def _reset(
+        self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
+    ) -> TensorDictBase:
+        parent = self._require_parent("_reset")
+        if tensordict_in is not None:
+            masks = parent._reset_plan.masks(tensordict_in)
+            if masks is not None and not all(m is not None and bool(m.all()) for m in masks):
+                raise RuntimeError(
+                    "NoopReset._reset: partial resets are not supported (got _reset entries that "
+                    "are not all true; expected a full reset). Use NoopReset on each sub-env of "
+                    "a batched env, or reset every member."
+                )
+        count = self.noops
+        if self.random:
+            count = int(torch.randint(1, self.noops + 1, ()).item())
+        act = self.policy if self.policy is not None else parent.rand_action
+        root = tensordict_out
+        for _ in range(count):
+            root = parent.step_mdp(parent.step(act(root)))
+            if parent.any_done(root):
+                return parent.reset()
+        return root
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise self._env_only("forward")
+
+    def extra_repr(self) -> str:
+        return f"noops={self.noops}, random={self.random}"

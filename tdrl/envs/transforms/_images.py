@@ -1,0 +1,168 @@
+"""Image transforms in pure torch: ToTensorImage, Resize and GrayScale."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._utils import KeysArg
+from tdrl.specs import Bounded, TensorSpec, Unbounded
+
+__all__ = ["GrayScale", "Resize", "ToTensorImage"]
+
+
+def _check_image(
+    name: str, value: torch.Tensor, channels: int | None = None, want: str = "[..., C, H, W]"
+) -> None:
+    if value.ndim < 3 or (channels is not None and value.shape[-3] != channels):
+        want = f"[..., {channels}, H, W]" if channels is not None else want
+        raise ValueError(
+            f"{name}: expected an image of shape {want} (got shape {tuple(value.shape)}). "
+            "Apply ToTensorImage first or fix the keys."
+        )
+
+
+def _same_bounds(spec: TensorSpec, shape: torch.Size, dtype: torch.dtype) -> TensorSpec:
+    """A spec of the new shape keeping the (scalar) range of ``spec``."""
+    if isinstance(spec, Bounded):
+        return Bounded(
+            spec.low.min(), spec.high.max(), shape=shape, device=spec.device, dtype=dtype
+        )
+    return Unbounded(shape, spec.device, dtype=dtype)
+
+
+class ToTensorImage(Transform):
+    """``[..., H, W, C]`` images to ``[..., C, H, W]`` floats; integer pixels are divided by 255.
+
+    Args:
+        in_keys: image entries.
+        out_keys: where the results go (default: in place).
+        dtype: the float dtype of the result.
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import TransformTestEnv
+        >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
+        >>> px = env.reset()["pixels"]
+        >>> px.shape, px.dtype, float(px.max()) <= 1.0
+        (torch.Size([3, 6, 8]), torch.float32, True)
+    """
+
+    def __init__(
+        self,
+        in_keys: KeysArg = "pixels",
+        out_keys: KeysArg = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.dtype = dtype
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        _check_image("ToTensorImage._apply_transform", value, want="[..., H, W, C]")
+        out = value.movedim(-1, -3).to(self.dtype)
+        if not value.dtype.is_floating_point:
+            out = out / 255.0
+        return out
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        shape = torch.empty(spec.shape, device="meta").movedim(-1, -3).shape
+        if spec.dtype is not None and not spec.dtype.is_floating_point:
+            return Bounded(0.0, 1.0, shape=shape, device=spec.device, dtype=self.dtype)
+        return _same_bounds(spec, shape, self.dtype)
+
+
+class Resize(Transform):
+    """Resizes ``[..., C, H, W]`` images to ``(h, w)`` with ``torch.nn.functional.interpolate``.
+
+    Integer images are resized in float and rounded back to their dtype.
+
+    Args:
+        w: new width.
+        h: new height (default ``w``).
+        in_keys: image entries.
+        out_keys: where the results go (default: in place).
+        interpolation: ``"bilinear"``, ``"nearest"``, ``"bicubic"`` or ``"area"``.
+
+    Examples:
+        >>> from tdrl.envs.transforms import ToTensorImage, TransformedEnv
+        >>> from tdrl.testing import TransformTestEnv
+        >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
+        >>> env.append_transform(Resize(4, 3))
+        >>> env.reset()["pixels"].shape
+        torch.Size([3, 3, 4])
+    """
+
+    def __init__(
+        self,
+        w: int,
+        h: int | None = None,
+        in_keys: KeysArg = "pixels",
+        out_keys: KeysArg = None,
+        *,
+        interpolation: str = "bilinear",
+    ) -> None:
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if interpolation not in ("bilinear", "nearest", "bicubic", "area"):
+            raise ValueError(
+                f"Resize.__init__: unknown interpolation (got {interpolation!r}; expected "
+                "'bilinear', 'nearest', 'bicubic' or 'area'). Pick one of them."
+            )
+        self.w, self.h = int(w), int(w if h is None else h)
+        self.interpolation = interpolation
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        _check_image("Resize._apply_transform", value)
+        lead, (c, h, w) = value.shape[:-3], value.shape[-3:]
+        flat = value.reshape(-1, c, h, w)
+        x = flat if flat.dtype.is_floating_point else flat.float()
+        kwargs = {"align_corners": False} if self.interpolation in ("bilinear", "bicubic") else {}
+        out = F.interpolate(x, size=(self.h, self.w), mode=self.interpolation, **kwargs)
+        if not value.dtype.is_floating_point:
+            info = torch.iinfo(value.dtype)
+            out = out.round().clamp(info.min, info.max)
+        return out.to(value.dtype).reshape(*lead, c, self.h, self.w)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        shape = torch.Size((*spec.shape[:-2], self.h, self.w))
+        return _same_bounds(spec, shape, spec.dtype or torch.float32)
+
+    def extra_repr(self) -> str:
+        return f"w={self.w}, h={self.h}, {super().extra_repr()}"
+
+
+class GrayScale(Transform):
+    """RGB ``[..., 3, H, W]`` images to luminance ``[..., 1, H, W]`` (ITU-R 601 weights).
+
+    Args:
+        in_keys: image entries.
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> from tdrl.envs.transforms import ToTensorImage, TransformedEnv
+        >>> from tdrl.testing import TransformTestEnv
+        >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
+        >>> env.append_transform(GrayScale())
+        >>> env.reset()["pixels"].shape
+        torch.Size([1, 6, 8])
+    """
+
+    weights: torch.Tensor
+
+    def __init__(self, in_keys: KeysArg = "pixels", out_keys: KeysArg = None) -> None:
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.register_buffer("weights", torch.tensor([0.299, 0.587, 0.114]), persistent=False)
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        _check_image("GrayScale._apply_transform", value, channels=3)
+        w = self.weights.to(value.device).reshape(3, 1, 1)
+        x = value if value.dtype.is_floating_point else value.float()
+        out = (x * w.to(x.dtype)).sum(-3, keepdim=True)
+        if not value.dtype.is_floating_point:
+            out = out.round()
+        return out.to(value.dtype)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        shape = torch.Size((*spec.shape[:-3], 1, *spec.shape[-2:]))
+        return _same_bounds(spec, shape, spec.dtype or torch.float32)

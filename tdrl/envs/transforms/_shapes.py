@@ -1,0 +1,104 @@
+"""Shape transforms: UnsqueezeTransform and FlattenObservation."""
+
+from __future__ import annotations
+
+import torch
+
+from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._utils import KeysArg
+from tdrl.specs import Bounded, Categorical, TensorSpec, Unbounded
+
+__all__ = ["FlattenObservation", "UnsqueezeTransform"]
+
+
+def _check_negative(name: str, **dims: int) -> None:
+    for arg, dim in dims.items():
+        if dim >= 0:
+            raise ValueError(
+                f"{name}.__init__: {arg} must be negative (got {dim}; expected a dim counted from "
+                "the end, so that batch dims never move). Use e.g. -1."
+            )
+
+
+class UnsqueezeTransform(Transform):
+    """Inserts a size-1 dim at ``dim`` (negative) in each entry.
+
+    Args:
+        dim: where the new dim goes, counted from the end (``-1``: last).
+        in_keys: entries to change.
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import TransformTestEnv
+        >>> env = TransformedEnv(TransformTestEnv((2,)), UnsqueezeTransform(-2, "observation"))
+        >>> env.full_observation_spec["observation"].shape, env.reset()["observation"].shape
+        (torch.Size([2, 1, 3]), torch.Size([2, 1, 3]))
+    """
+
+    def __init__(self, dim: int, in_keys: KeysArg = "observation", out_keys: KeysArg = None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        _check_negative("UnsqueezeTransform", dim=dim)
+        self.dim = dim
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        return value.unsqueeze(self.dim)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        try:
+            return spec.unsqueeze(spec.ndim + 1 + self.dim)
+        except (ValueError, IndexError):
+            return super()._transform_spec(spec)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, {super().extra_repr()}"
+
+
+class FlattenObservation(Transform):
+    """Flattens the dims ``first_dim`` to ``last_dim`` (both negative) of each entry.
+
+    Args:
+        first_dim: first dim to merge, counted from the end.
+        last_dim: last dim to merge, counted from the end.
+        in_keys: entries to change.
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import TransformTestEnv
+        >>> env = TransformedEnv(TransformTestEnv((2,)), FlattenObservation(-3, -1, "pixels"))
+        >>> env.reset()["pixels"].shape, env.full_observation_spec["pixels"].high.shape
+        (torch.Size([2, 144]), torch.Size([2, 144]))
+    """
+
+    def __init__(
+        self,
+        first_dim: int,
+        last_dim: int,
+        in_keys: KeysArg = "observation",
+        out_keys: KeysArg = None,
+    ) -> None:
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        _check_negative("FlattenObservation", first_dim=first_dim, last_dim=last_dim)
+        if first_dim > last_dim:
+            raise ValueError(
+                f"FlattenObservation.__init__: first_dim is after last_dim (got {first_dim} and "
+                f"{last_dim}; expected first_dim <= last_dim). Swap them."
+            )
+        self.first_dim = first_dim
+        self.last_dim = last_dim
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        return value.flatten(self.first_dim, self.last_dim)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        if isinstance(spec, Bounded):
+            low, high = self._apply_transform(spec.low), self._apply_transform(spec.high)
+            return Bounded(low, high, shape=low.shape, device=spec.device, dtype=low.dtype)
+        shape = self._apply_transform(torch.empty(spec.shape, device="meta")).shape
+        if type(spec) is Categorical:
+            return Categorical(spec.n, shape, device=spec.device, dtype=spec.dtype or torch.int64)
+        return Unbounded(shape, spec.device, dtype=spec.dtype or torch.float32)
+
+    def extra_repr(self) -> str:
+        return f"first_dim={self.first_dim}, last_dim={self.last_dim}, {super().extra_repr()}"
