@@ -321,3 +321,12 @@ def test_root_reset_without_trailing_dim_on_nested_env():
     out = env.reset(td)
     assert out["observation"].squeeze(-1).tolist() == [0.0, 2.0, 2.0]
     assert out["nested_2", "observation"].squeeze(-1).tolist() == [0.0, 2.0, 2.0]
+
+
+def test_set_seed_returns_what_the_env_reports():
+    class ManySeeds(CountingEnv):
+        def _set_seed(self, seed):
+            self.seed = seed
+            return seed + 10
+
+    assert ManySeeds().set_seed(3) == 13

@@ -90,7 +90,7 @@ class EnvBase(SpecOwner):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(f"{type(self).__name__}._step is not implemented.")
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int) -> int | None:
         raise NotImplementedError(f"{type(self).__name__}._set_seed is not implemented.")
 
     def _close(self) -> None:
@@ -113,15 +113,18 @@ class EnvBase(SpecOwner):
 
     # ------------------------------------------------------------------ public API
     def set_seed(self, seed: int) -> int:
-        """Seeds the env and returns the next seed, for chaining (``seed + 1`` here).
+        """Seeds the env and returns the next seed, for chaining.
+
+        The next seed is what ``_set_seed`` returns (an env that uses several seeds, such as a
+        vector env seeding ``seed .. seed + n - 1``, returns ``seed + n``), else ``seed + 1``.
 
         Examples:
             >>> from tdrl.testing import CountingEnv
             >>> CountingEnv().set_seed(3)
             4
         """
-        self._set_seed(int(seed))
-        return int(seed) + 1
+        following = self._set_seed(int(seed))
+        return int(following) if following is not None else int(seed) + 1
 
     def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Resets the env, fully or partially.
@@ -181,6 +184,8 @@ class EnvBase(SpecOwner):
             return
         for i, g in enumerate(self.done_groups):
             done = td.get(g.done)
+            if not done.any():
+                continue
             if masks is not None:
                 m = masks[i]
                 if m is None:
@@ -207,7 +212,7 @@ class EnvBase(SpecOwner):
             elif done is None:
                 trunc = td.get(trunc_k, None) if trunc_k is not None else None
                 td.set(done_k, term if trunc is None else term | trunc)
-            if trunc_k is not None and trunc_k not in td.keys(True):
+            if trunc_k is not None and td.get(trunc_k, None) is None:
                 td.set(trunc_k, torch.zeros_like(td.get(done_k)))
 
     def _check_actions(self, tensordict: TensorDictBase) -> None:

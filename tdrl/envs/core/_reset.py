@@ -47,6 +47,8 @@ class ResetPlan:
             return None if all(m is None for m in raw) else raw
         root_b = broadcast_mask(root_reset, self.batch_ndim, self.batch_ndim)
         for i, m in enumerate(raw):
+            if i == self._root and m is not None:
+                continue  # the root group's own mask is the root _reset
             shape = self.done_shapes[i]
             r = root_b.reshape(*root_b.shape, *([1] * (len(shape) - root_b.ndim))).expand(shape)
             raw[i] = r if m is None else (m | r)
@@ -118,7 +120,5 @@ class ResetPlan:
     def strip(td: TensorDictBase, groups: Sequence[DoneGroup]) -> None:
         """Removes every ``_reset`` entry from ``td`` in place."""
         for g in groups:
-            if g.reset in td.keys(True):
-                del td[g.reset]
-        if "_reset" in td.keys():
-            del td["_reset"]
+            td.pop(g.reset, None)
+        td.pop("_reset", None)

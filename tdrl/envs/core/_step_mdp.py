@@ -44,11 +44,15 @@ def _copy_excluding(src: TensorDictBase, tree: _ExclTree) -> TensorDictBase:
         drop = [k for k, v in tree.items() if v is True and k in src.keys()]
         return src.exclude(*drop) if drop else src.copy()
     out: dict[Any, Any] = {}
-    for key, value in src.items():
+    # Hot path: a plain TensorDict's entries are read from its dict directly (the public
+    # accessors cost ~10x more per key here).
+    for key, value in src._tensordict.items():
         sub = tree.get(key)
         if sub is True:
             continue
-        if isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
+        if type(value) is TensorDict:
+            value = _copy_excluding(value, sub or {})
+        elif isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
             value = _copy_excluding(value, sub or {})
         out[key] = value
     return TensorDict._new_unsafe(out, batch_size=src.batch_size, device=src.device)
@@ -61,12 +65,14 @@ def _is_leaf_collection(value: TensorDictBase) -> bool:
 
 def _fill_missing(dest: TensorDictBase, src: TensorDictBase, tree: _ExclTree) -> None:
     """Adds to ``dest`` the entries of ``src`` it lacks, except the keys of ``tree``."""
-    for key, value in src.items():
+    plain = _is_plain_td(src) and _is_plain_td(dest)
+    items = src._tensordict.items() if plain else src.items()
+    for key, value in items:
         sub = tree.get(key)
         if sub is True:
             continue
         is_node = isinstance(value, TensorDictBase) and not _is_leaf_collection(value)
-        present = dest.get(key, None)
+        present = dest._tensordict.get(key) if plain else dest.get(key, None)
         if present is None:
             dest.set(key, _copy_excluding(value, sub or {}) if is_node else value)  # type: ignore[arg-type]
         elif is_node and isinstance(present, TensorDictBase) and _is_plain_td(present):
@@ -123,7 +129,11 @@ class StepMDP:
         self, tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None
     ) -> TensorDictBase:
         """Returns the next root; writes into ``next_tensordict`` when one is given."""
-        nxt = tensordict.get("next", None)
+        nxt = (
+            tensordict._tensordict.get("next")
+            if _is_plain_td(tensordict)
+            else tensordict.get("next", None)
+        )
         if nxt is None:
             raise KeyError(
                 "step_mdp: the tensordict has no 'next' entry "
