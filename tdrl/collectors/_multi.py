@@ -146,6 +146,7 @@ class MultiCollectorBase:
         self.options = options
         self.mp_start_method = method
         self.frames = 0
+        self._busy: set[int] = set()  # workers with a batch in flight (async collector)
         self._storing = torch.device(options.storing_device) if options.storing_device else None
         per_worker = self._worker_frames(frames_per_batch)
         if weight_sync is None:

@@ -40,7 +40,6 @@ class MultiAsyncCollector(MultiCollectorBase):
     last_worker: int | None = None
 
     def _worker_frames(self, frames_per_batch: int) -> int:
-        self._busy: set[int] = set()
         return frames_per_batch
 
     def _next_batch(self) -> TensorDictBase:

@@ -73,7 +73,15 @@ def as_weights(
 
 
 class WeightReceiver:
-    """Worker side of a scheme: ``attach`` once to the worker's policy, ``receive`` per batch."""
+    """Worker side of a scheme: ``attach`` once to the worker's policy, ``receive`` per batch.
+
+    The base receiver ignores everything (it serves :class:`NoWeightSyncScheme`).
+
+    Examples:
+        >>> receiver = WeightReceiver()
+        >>> receiver.attach(torch.nn.Linear(1, 1)), receiver.receive(None)
+        (None, None)
+    """
 
     def attach(self, policy: Any) -> None:
         """Binds the receiver to the worker's copy of the policy."""
@@ -86,7 +94,17 @@ class WeightReceiver:
 class WeightSyncScheme:
     """Parent side of a scheme (the base class does nothing: see the subclasses).
 
-    A scheme instance serves one collector: ``setup`` may only run once.
+    A scheme instance serves one collector: ``setup`` may only run once. A new scheme subclasses
+    this and :class:`WeightReceiver`: ``setup`` returns its receivers (they travel to the
+    worker processes, so they must pickle), ``send`` publishes, ``message`` attaches what a
+    worker must receive to the command that starts its next batch.
+
+    Examples:
+        >>> import multiprocessing
+        >>> scheme = WeightSyncScheme()
+        >>> receivers = scheme.setup(None, 2, multiprocessing.get_context("spawn"))
+        >>> len(receivers), scheme.message(1)
+        (2, None)
     """
 
     def __init__(self) -> None:
