@@ -168,9 +168,12 @@ class MaskedCategorical(Categorical):
         """Draws allowed class indices, shape ``sample_shape + batch_shape``."""
         sample_shape = torch.Size(sample_shape)
         with torch.no_grad():
-            probs = self.probs.masked_fill(~self._mask, 0.0).reshape(-1, self._num_events)
-            draws = torch.multinomial(probs, max(sample_shape.numel(), 1), replacement=True)
-        return draws.T[: sample_shape.numel()].reshape(self._extended_shape(sample_shape))
+            probs = self.probs.masked_fill(~self._mask, 0.0)
+            shape = sample_shape + probs.shape
+            # Exponential race (argmax of p / E, E ~ Exp(1)): class k wins with probability
+            # p_k, and forbidden classes (p = 0) never win; cheaper than torch.multinomial.
+            race = torch.empty(shape, dtype=probs.dtype, device=probs.device).exponential_()
+            return (probs.expand(shape) / race).argmax(-1)
 
     def log_prob(self, value: Tensor) -> Tensor:
         """Log-probability of class indices; ``-inf`` for forbidden classes."""
@@ -271,6 +274,9 @@ class MaskedOneHotCategorical(OneHotCategorical):
 
     def _allowed(self) -> Tensor:
         return cast(MaskedCategorical, self._categorical).mask
+
+    def _sampling_probs(self) -> Tensor:
+        return self.probs.masked_fill(~self._allowed(), 0.0)
 
     def expand(self, batch_shape: SampleShape, _instance=None) -> MaskedOneHotCategorical:
         """Returns the distribution with its batch dimensions expanded to ``batch_shape``."""
