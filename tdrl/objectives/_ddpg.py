@@ -104,8 +104,6 @@ class DDPGLoss(LossModule):
 
     def _q(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
         key, where = self.tensor_keys.state_action_value, "DDPGLoss.forward"
-        if params is None:
-            return get_entry(self.value_network(td), key, where)
         return call_with_params(self.value_network, self._value_layers, td, params, key, where)
 
     @torch.no_grad()
@@ -120,12 +118,13 @@ class DDPGLoss(LossModule):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""
         where = "DDPGLoss.forward"
-        pred = self._q(tensordict.copy(), None)
+        pred = self._q(tensordict, None)
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred.detach(), next_value, where)
         loss_value = distance(pred, target, self.loss_function).mean()
 
-        acted = self.actor_network(tensordict.copy())
+        acted = tensordict.copy()
+        act(self.actor_network, self._actor_layers, acted, None)
         loss_actor = -self._q(acted, detached(self.value_network)).mean()
         out = TensorDict(
             {

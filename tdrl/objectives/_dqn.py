@@ -39,9 +39,9 @@ class DQNLoss(LossModule):
     steps do not bootstrap, truncated ones do. When ``("next", "action_mask")`` is present
     (True = allowed), masked actions are never the argmax of the target.
 
-    Output: ``"loss_qvalue"`` (the mean distance) and the detached diagnostics ``"td_error"``
+    Output: ``"loss_qvalue"`` (the mean distance) and the detached ``"td_error"``
     (``|Q(s, a) - target|`` per sample, shape ``batch.batch_size``; extra dims such as agents
-    are averaged) and ``"target_value"`` (its mean). To feed a prioritized replay buffer, copy
+    are averaged). To feed a prioritized replay buffer, copy
     it back: ``batch.set("td_error", out["td_error"])``, then
     ``buffer.update_tensordict_priority(batch)`` (the loss never writes into its input).
 
@@ -110,8 +110,6 @@ class DQNLoss(LossModule):
     def _action_values(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
         where = f"{type(self).__name__}.forward"
         key = self.tensor_keys.action_value
-        if params is None:
-            return get_entry(self.value_network(td.copy()), key, where)
         return call_with_params(self.value_network, self._layers, td, params, key, where)
 
     @torch.no_grad()
@@ -141,6 +139,6 @@ class DQNLoss(LossModule):
 
     def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
         loss = distance(pred, target, self.loss_function).mean()
-        out = TensorDict({"loss_qvalue": loss, "target_value": target.detach().mean()})
+        out = TensorDict({"loss_qvalue": loss})
         out.set(self.tensor_keys.priority, per_sample(pred - target, td.batch_dims))
         return out

@@ -14,9 +14,11 @@ from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks
 from tdrl.objectives._utils import (
+    call_with_params,
     check_loss_function,
     gather_action_value,
     get_entry,
+    plain_layers,
     resolve_action_space,
     unsqueeze_like,
     value_target,
@@ -118,6 +120,7 @@ class IQLLoss(LossModule):
         self.actor_network = actor_network
         self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
         self.value_network = value_network
+        self._value_layers = plain_layers(value_network)
         self.expectile = expectile
         self.temperature = temperature
         if delay_qvalue:
@@ -128,8 +131,9 @@ class IQLLoss(LossModule):
         return self.qvalue_network(td, params, out_key=self.tensor_keys.state_action_value)
 
     def _value(self, td: TensorDictBase) -> Tensor:
-        out = self.value_network(td.copy())
-        return get_entry(out, self.tensor_keys.value, f"{type(self).__name__}.forward")
+        where = f"{type(self).__name__}.forward"
+        key = self.tensor_keys.value
+        return call_with_params(self.value_network, self._value_layers, td, None, key, where)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue``, ``loss_value`` and the diagnostics."""

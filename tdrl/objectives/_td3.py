@@ -153,7 +153,8 @@ class TD3Loss(LossModule):
         loss_qvalue, td_error = ensemble_distance(
             pred, target, self.loss_function, tensordict.batch_dims
         )
-        acted = self.actor_network(tensordict.copy())
+        acted = tensordict.copy()
+        act(self.actor_network, self._actor_layers, acted, None)
         first = self.qvalue_network.params.detach()[0]
         loss_actor = -self.qvalue_network(acted, first, out_key=key).mean()
         out = TensorDict(

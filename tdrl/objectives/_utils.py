@@ -50,34 +50,38 @@ def get_entry(td: TensorDictBase, key: NestedKey, where: str) -> Any:
 def value_target(
     loss: Any, td: TensorDictBase, value: Tensor, next_value: Tensor, where: str
 ) -> Tensor:
-    """Runs ``loss.value_estimator`` on a private TensorDict holding only what it needs.
+    """The target of ``loss.value_estimator`` for ``value`` and the bootstrap ``next_value``.
 
-    ``value`` (``V(s_t)``, used for the advantage only) and ``next_value`` (the bootstrap value
-    ``V(s_{t+1})``) are written under the estimator's value key; reward and done flags are read
-    from ``td["next"]`` with the estimator's keys. The input ``td`` is never written.
+    ``value`` (``V(s_t)``) only feeds the estimator's advantage; ``next_value`` is
+    ``V(s_{t+1})``. The reward and done flags are read from ``td["next"]`` with the
+    estimator's keys (done flags broadcast to the reward as in the estimator). The tensors go
+    straight to the estimator's ``_estimate`` hook: no TensorDict is built, ``td`` is not
+    written.
     """
     est = loss.value_estimator
     keys = est.tensor_keys
     nxt = get_entry(td, "next", where)
-    mini = td.empty()
-    mini.set(keys.value, value)
-    inner = nxt.empty()
-    inner.set(keys.value, next_value)
-    inner.set(keys.reward, get_entry(nxt, keys.reward, where))
-    inner.set(keys.done, get_entry(nxt, keys.done, where))
+    reward = get_entry(nxt, keys.reward, where)
+    done = est._expand_flag(get_entry(nxt, keys.done, where), reward, keys.done)
     terminated = nxt.get(keys.terminated, None)
-    if terminated is not None:
-        inner.set(keys.terminated, terminated)
-    mini.set("next", inner)
-    return est(mini).get(keys.value_target)
+    if terminated is None:
+        terminated = done
+    else:
+        terminated = est._expand_flag(terminated, reward, keys.terminated)
+    with torch.no_grad():
+        _, target = est._estimate(
+            value, next_value, reward, done, terminated, time_dim=td.batch_dims - 1
+        )
+    return target
 
 
 def per_sample(error: Tensor, batch_dims: int) -> Tensor:
     """Averages ``|error|`` over every dim after the first ``batch_dims`` (agents, features)."""
     error = error.detach().abs()
-    if error.ndim > batch_dims:
-        error = error.flatten(batch_dims).mean(-1)
-    return error
+    trailing = error.shape[batch_dims:]
+    if trailing.numel() == 1:  # e.g. [*B, 1]: a view, no reduction
+        return error.reshape(error.shape[:batch_dims])
+    return error.flatten(batch_dims).mean(-1)
 
 
 def gather_action_value(
@@ -270,13 +274,19 @@ def call_with_params(
     module: Any,
     layers: Layers | None,
     td: TensorDictBase,
-    params: TensorDictBase,
+    params: TensorDictBase | None,
     out_key: NestedKey,
     where: str,
 ) -> Tensor:
-    """``module``'s ``out_key`` on ``td`` computed with ``params`` (``td`` is not modified)."""
+    """``module``'s ``out_key`` on ``td`` with ``params`` (its own weights when None).
+
+    ``td`` is not modified. A plain MLP is called on the input tensors directly.
+    """
     if layers is not None and out_key == module.out_keys[0]:
-        return run_layers(layers, [get_entry(td, k, where) for k in module.in_keys], params)
+        inputs = [get_entry(td, k, where) for k in module.in_keys]
+        return module.module(*inputs) if params is None else run_layers(layers, inputs, params)
+    if params is None:
+        return get_entry(module(td.copy()), out_key, where)
     with params.to_module(module):
         return get_entry(module(td.copy()), out_key, where)
 
@@ -285,11 +295,12 @@ def act(
     actor: Any, layers: Layers | None, td: TensorDictBase, params: TensorDictBase | None
 ) -> None:
     """Writes ``actor``'s action into ``td``, computed with ``params`` (own weights if None)."""
-    if params is None:
-        actor(td)
-    elif layers is not None:
+    if layers is not None:
         inputs = [get_entry(td, k, "act") for k in actor.in_keys]
-        td.set(actor.out_keys[0], run_layers(layers, inputs, params))
+        action = actor.module(*inputs) if params is None else run_layers(layers, inputs, params)
+        td.set(actor.out_keys[0], action)
+    elif params is None:
+        actor(td)
     else:
         with params.to_module(actor):
             actor(td)

@@ -153,9 +153,10 @@ def test_masked_next_actions_are_never_the_argmax():
     batch["next", "observation"] = torch.tensor([[1.0, 5.0, 2.0], [3.0, 9.0, 7.0]])
     batch["next", "reward"] = torch.zeros(2, 1)
     batch["next", "terminated"] = torch.zeros(2, 1, dtype=torch.bool)
-    assert loss(batch)["target_value"] == 7.0  # (5 + 9) / 2 without a mask
+    # Q(s, a) = 0, so the TD error is the target.
+    assert loss(batch)["td_error"].tolist() == [5.0, 9.0]  # without a mask
     batch["next", "action_mask"] = torch.tensor([[True, False, True], [True, False, True]])
-    assert loss(batch)["target_value"] == 4.5  # (2 + 7) / 2: the best allowed actions
+    assert loss(batch)["td_error"].tolist() == [2.0, 7.0]  # the best allowed actions
 
 
 def test_truncated_bootstraps_terminated_does_not():
