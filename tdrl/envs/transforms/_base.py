@@ -14,7 +14,7 @@ from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._utils import (
     KeyNotFoundError,
     KeysArg,
-    broadcast_mask,
+    group_mask,
     key_list,
     leaf_keys,
     show_keys,
@@ -398,19 +398,10 @@ class Transform(nn.Module):
         """
         if tensordict_in is None:
             return None
-        env = self._require_parent("_reset")
-        plan = env._reset_plan
-        masks = plan.masks(tensordict_in)
-        if masks is None:
-            return None
-        if reset_key is not None:
-            gi = [g.reset for g in env.done_groups].index(reset_key)
-        else:
-            gi = plan.owner(key)
-        mask = masks[gi] if gi >= 0 else plan.any_reset(masks)
-        if mask is None:
-            return torch.zeros((), dtype=torch.bool, device=like.device)
-        return broadcast_mask(mask, len(env.batch_size), like.ndim).to(like.device)
+        owner = self._owner_ref() if self._owner_ref is not None else None
+        if owner is not None:  # the owner computes each mask once per reset
+            return owner._group_mask(tensordict_in, key, like, reset_key)  # type: ignore[no-any-return]
+        return group_mask(self._require_parent("_reset"), tensordict_in, key, like, reset_key)
 
     def _keep_rows(
         self,
@@ -441,7 +432,9 @@ class Transform(nn.Module):
         old = tensordict_in.get(key, None)
         if old is None or old.shape != new.shape:
             return new
-        return torch.where(mask, new, old.to(new.device))
+        if old.device != new.device:
+            old = old.to(new.device)
+        return torch.where(mask, new, old)
 
     def extra_repr(self) -> str:
         parts = []

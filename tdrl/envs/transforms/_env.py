@@ -13,7 +13,7 @@ from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._checks import check_transform_output
 from tdrl.envs.transforms._compose import Compose, _nodes
-from tdrl.envs.transforms._utils import SPEC_KINDS
+from tdrl.envs.transforms._utils import SPEC_KINDS, group_mask
 from tdrl.specs import Composite, TensorSpec
 
 __all__ = ["TransformedEnv"]
@@ -72,6 +72,8 @@ class TransformedEnv(EnvBase):
         self.base_env = env
         self._flat: list[Transform] = []
         self._attached: list[Transform] = []
+        self._attached_ids: set[int] = set()
+        self._mask_memo: tuple[Any, ...] | None = None
         super().__init__(
             batch_size=env.batch_size,
             device=env.device,
@@ -100,7 +102,35 @@ class TransformedEnv(EnvBase):
         self._transform.insert(index, transform)
 
     def _owns(self, t: Transform) -> bool:
-        return any(t is a for a in self._attached)
+        return id(t) in self._attached_ids
+
+    def _reset_masks(self, tensordict: TensorDictBase) -> list[torch.Tensor | None] | None:
+        """The ``_reset`` masks of ``tensordict``, computed once per reset for every transform."""
+        memo = self._mask_memo
+        if memo is not None and memo[0] is tensordict:
+            return memo[1]  # type: ignore[no-any-return]
+        masks = self._reset_plan.masks(tensordict)
+        self._mask_memo = (tensordict, masks, {})
+        return masks
+
+    def _group_mask(
+        self,
+        tensordict: TensorDictBase,
+        key: NestedKey,
+        like: torch.Tensor,
+        reset_key: NestedKey | None,
+    ) -> torch.Tensor | None:
+        """``group_mask`` for the transforms, memoised per reset (same group, ndim, device)."""
+        masks = self._reset_masks(tensordict)
+        if masks is None:
+            return None
+        group = reset_key if reset_key is not None else self._reset_plan.owner(key)
+        memo = self._mask_memo[2]  # type: ignore[index]
+        found = memo.get((group, like.ndim, like.device))
+        if found is None:
+            found = group_mask(self, tensordict, key, like, reset_key, masks)
+            memo[(group, like.ndim, like.device)] = found
+        return found  # type: ignore[no-any-return]
 
     def _rebuild(self) -> None:
         """Attaches every transform and recomputes the specs through them."""
@@ -117,6 +147,7 @@ class TransformedEnv(EnvBase):
             if not any(old is n for n in nodes):
                 old._detach()
         self._attached = nodes
+        self._attached_ids = {id(n) for n in nodes}
         for node in nodes:
             node._attach(self, None)
         self._flat = self._transform.leaves()
@@ -157,6 +188,7 @@ class TransformedEnv(EnvBase):
         device = specs["done"].device
         self.device = device if device is not None else base.device
         self._refresh_keys()
+        self._reset_entries = list(dict.fromkeys(["_reset", *self.reset_keys]))
         self._pass_keys: dict[int, list[NestedKey]] = {}
         self._hidden: dict[int, list[NestedKey]] = {}
 
@@ -182,6 +214,31 @@ class TransformedEnv(EnvBase):
         )
 
     # ------------------------------------------------------------------ running
+    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Resets the base env, then runs every transform's ``_reset`` (see ``EnvBase.reset``).
+
+        The output is already the merged data of every member: the base env merged its own
+        entries and each transform kept the rows that do not reset, so only the input's other
+        entries (policy outputs, ...) are added to it. The base env checks its done leaves.
+
+        Examples:
+            >>> import torch
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter())
+            >>> td = env.step_mdp(env.rand_step(env.reset()))
+            >>> td["_reset"] = torch.tensor([[True], [False]])
+            >>> env.reset(td)["step_count"].flatten().tolist()
+            [0, 1]
+        """
+        n = len(self._flat)
+        masks = self._reset_masks(tensordict) if tensordict is not None else None
+        if masks is None:
+            out = self._run_reset(None, n)
+            return self._carry_inputs(tensordict, out) if tensordict is not None else out
+        out = self._run_reset(tensordict, n)
+        return tensordict.exclude("next", *self._reset_entries).update(out)  # type: ignore[union-attr]
+
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         return self._run_reset(tensordict, len(self._flat))
 
@@ -196,15 +253,18 @@ class TransformedEnv(EnvBase):
             if self.device != base_device:
                 sub = sub.to(base_device if base_device is not None else "cpu")
         out = self.base_env.reset(sub)
-        for i in range(n):
-            t = self._flat[i]
-            if i in self._checked["reset"]:
+        try:
+            for i in range(n):
+                t = self._flat[i]
+                if i in self._checked["reset"]:
+                    out = t._reset(tensordict, out)
+                    continue
+                before = {k for k in out.keys(True, True)}
                 out = t._reset(tensordict, out)
-                continue
-            before = {k for k in out.keys(True, True)}
-            out = t._reset(tensordict, out)
-            self._check_output(t, "_reset", i, out, before, ("observation", "done"))
-            self._checked["reset"].add(i)
+                self._check_output(t, "_reset", i, out, before, ("observation", "done"))
+                self._checked["reset"].add(i)
+        finally:
+            self._mask_memo = None
         return out
 
     def _step_hidden_keys(self, n: int) -> list[NestedKey]:
@@ -247,13 +307,6 @@ class TransformedEnv(EnvBase):
             self._checked["step"].add(i)
         return nxt
 
-    def _merge_reset(
-        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
-    ) -> TensorDictBase:
-        # The reset output is final: the base env merged its own entries and every transform
-        # kept the rows that do not reset for the entries it writes.
-        return old.update(new)
-
     def _inverse_up_to(self, n: int) -> list[Transform]:
         return [t for t in self._flat[:n] if _is_inverse(t)]
 
@@ -273,12 +326,8 @@ class TransformedEnv(EnvBase):
         check_transform_output(name, data, before, stages[i], stages[i + 1], kinds, t.out_keys)
 
     # ------------------------------------------------------------------ misc API
-    def set_seed(self, seed: int) -> int:
-        """Seeds the base env and returns what it returns (the next seed)."""
+    def _set_seed(self, seed: int) -> int:
         return self.base_env.set_seed(seed)
-
-    def _set_seed(self, seed: int) -> None:
-        self.base_env.set_seed(seed)
 
     def _close(self) -> None:
         self.base_env.close()
@@ -315,6 +364,7 @@ class TransformedEnv(EnvBase):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._attached = []
+        self._mask_memo = None
         self._rebuild()
 
     def __repr__(self) -> str:
@@ -361,11 +411,8 @@ class _EnvUpTo(EnvBase):
     ) -> TensorDictBase:
         return old.update(new)
 
-    def set_seed(self, seed: int) -> int:
+    def _set_seed(self, seed: int) -> int:
         return self._owner.base_env.set_seed(seed)
-
-    def _set_seed(self, seed: int) -> None:
-        self._owner.base_env.set_seed(seed)
 
     def __repr__(self) -> str:
         names = ", ".join(type(t).__name__ for t in self._owner._flat[: self._n])

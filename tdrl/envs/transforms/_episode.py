@@ -46,7 +46,7 @@ class RewardSum(Transform):
                 f"RewardSum.__init__: in_keys and out_keys differ in length (got {self.in_keys} "
                 f"and {self.out_keys}; expected one sum per reward). Pass as many keys."
             )
-        self._shapes: list[torch.Size] = []
+        self._zeros: list[tuple[torch.Size, torch.dtype]] = []
 
     def _bind(self, parent: EnvBase) -> None:
         if self._auto_in:
@@ -54,8 +54,10 @@ class RewardSum(Transform):
         if self._auto_out:
             self.out_keys = [_episode_key(k) for k in self.in_keys]
         rewards = parent.full_reward_spec
-        self._shapes = [
-            rewards[k].shape if k in rewards else torch.Size(parent.batch_size)
+        self._zeros = [
+            (rewards[k].shape, rewards[k].dtype)
+            if k in rewards
+            else (torch.Size(parent.batch_size), torch.float32)
             for k in self.in_keys
         ]
 
@@ -84,9 +86,8 @@ class RewardSum(Transform):
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
     ) -> TensorDictBase:
-        dtypes = self._require_parent("_reset").full_reward_spec
-        for in_key, out_key, shape in zip(self.in_keys, self.out_keys, self._shapes):
-            zeros = torch.zeros(shape, dtype=dtypes[in_key].dtype, device=tensordict_out.device)
+        for out_key, (shape, dtype) in zip(self.out_keys, self._zeros):
+            zeros = torch.zeros(shape, dtype=dtype, device=tensordict_out.device)
             tensordict_out.set(out_key, self._where_reset(tensordict_in, out_key, zeros))
         return tensordict_out
 

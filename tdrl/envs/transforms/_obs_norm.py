@@ -67,13 +67,16 @@ class ObservationNorm(Transform):
         return self.loc is not None and self.scale is not None
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
-        if not self.initialized:
+        loc, scale = self._buffers["loc"], self._buffers["scale"]  # hot path: no __getattr__
+        if loc is None or scale is None:
             raise RuntimeError(
                 "ObservationNorm._apply_transform: loc and scale are not set (got None; expected "
                 "tensors). Pass loc/scale, call init_stats(num_iter), or load a state dict."
             )
-        out = (value - self.loc) / self.scale  # type: ignore[operator]
-        return out.to(value.dtype) if value.dtype.is_floating_point else out
+        out = torch.sub(value, loc).div_(scale)
+        if value.dtype.is_floating_point and out.dtype != value.dtype:
+            out = out.to(value.dtype)
+        return out
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         dtype = spec.dtype if spec.dtype is not None and spec.dtype.is_floating_point else None

@@ -102,12 +102,12 @@ class StepCounter(Transform):
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
     ) -> TensorDictBase:
-        for count, done, trunc, _ in self._groups:
-            flag = tensordict_out.get(done)
-            zeros = torch.zeros(flag.shape, dtype=torch.int64, device=flag.device)
+        device = tensordict_out.device
+        for count, _, trunc, shape in self._groups:
+            zeros = torch.zeros(shape, dtype=torch.int64, device=device)
             tensordict_out.set(count, self._where_reset(tensordict_in, count, zeros))
             if self.max_steps is not None and tensordict_out.get(trunc, None) is None:
-                no = torch.zeros_like(flag)
+                no = torch.zeros(shape, dtype=torch.bool, device=device)
                 tensordict_out.set(trunc, self._where_reset(tensordict_in, trunc, no))
         return tensordict_out
 

@@ -111,6 +111,35 @@ def spec_holding(specs: dict[str, Composite], key: NestedKey) -> TensorSpec | No
     return None
 
 
+def group_mask(
+    env: Any,
+    tensordict: TensorDictBase,
+    key: NestedKey,
+    like: torch.Tensor,
+    reset_key: NestedKey | None = None,
+    masks: list[torch.Tensor | None] | None = None,
+) -> torch.Tensor | None:
+    """Where the done group of ``key`` (or the group of ``reset_key``) resets in ``env``.
+
+    Shaped to broadcast against ``like``; ``None`` when every entry resets (no ``_reset``
+    entries). ``masks`` are ``env._reset_plan.masks(tensordict)`` when already computed.
+    """
+    plan = env._reset_plan
+    if masks is None:
+        masks = plan.masks(tensordict)
+        if masks is None:
+            return None
+    if reset_key is not None:
+        gi = [g.reset for g in env.done_groups].index(reset_key)
+    else:
+        gi = plan.owner(key)
+    mask = masks[gi] if gi >= 0 else plan.any_reset(masks)
+    if mask is None:  # the group does not reset
+        return torch.zeros((), dtype=torch.bool, device=like.device)
+    mask = broadcast_mask(mask, len(env.batch_size), like.ndim)
+    return mask if mask.device == like.device else mask.to(like.device)
+
+
 def broadcast_mask(mask: torch.Tensor, batch_ndim: int, ndim: int) -> torch.Tensor:
     """Shapes a done-group mask so that it broadcasts against a value with ``ndim`` dims.
 
