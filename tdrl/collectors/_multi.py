@@ -98,7 +98,7 @@ def _layout_difference(a: TensorDictBase, b: TensorDictBase) -> str | None:
 class MultiCollectorBase:
     """What :class:`MultiSyncCollector` and :class:`MultiAsyncCollector` share (see them).
 
-    Subclasses set ``_per_worker_frames`` and write ``_next_batch``.
+    Subclasses write ``_worker_frames`` (frames per worker batch) and ``_next_batch``.
     """
 
     def __init__(

@@ -49,8 +49,10 @@ class MultiAsyncCollector(MultiCollectorBase):
                 if w not in self._busy:
                     pool.send(w, "collect", (self.weight_sync.message(w),))
                     self._busy.add(w)
-            w, _ = pool.wait_any(sorted(self._busy), "collect")
-        self._busy.discard(w)
+            w, ok, value = pool.wait_any(sorted(self._busy), "collect")
+            self._busy.discard(w)
+            if not ok:
+                pool.raise_remote(w, value, "collect")
         self.last_worker = w
         self.frames += self.frames_per_batch
         return self._output(self._row_views[w].view())

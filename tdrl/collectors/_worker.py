@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import cloudpickle
 import torch
@@ -263,12 +263,12 @@ class CollectorPool(WorkerPool):
         """Waits for the answers of ``workers`` to the ``cmd`` they were sent."""
         return self._collect(workers, cmd, self.step_timeout)
 
-    def wait_any(self, workers: Sequence[int], cmd: str) -> tuple[int, Any]:
-        """Waits for the first of ``workers`` to answer ``cmd``; returns ``(worker, result)``.
+    def wait_any(self, workers: Sequence[int], cmd: str) -> tuple[int, bool, Any]:
+        """Waits for the first of ``workers`` to answer ``cmd``; returns ``(worker, ok, value)``
+        (``value`` is a ``RemoteError`` when not ok: pass it to :meth:`raise_remote`).
 
         Raises:
-            WorkerError: that worker raised, or a worker died. TimeoutError: none answered
-            within ``step_timeout``.
+            WorkerError: a worker died. TimeoutError: none answered within ``step_timeout``.
         """
         slots = {self._conns[w].fileno(): w for w in workers}
         deadline = time.monotonic() + self.step_timeout
@@ -286,15 +286,14 @@ class CollectorPool(WorkerPool):
             for fd in ready:
                 w = slots.get(fd)
                 if w is not None:
-                    return w, self._reply(w, cmd)
+                    try:
+                        ok, value = decode_reply(self._conns[w].recv_bytes())
+                    except (EOFError, OSError):
+                        self._died(w, cmd)
+                    return w, ok, value
             # a pipe of a worker nobody waits for is readable: it can only have closed
             self._died(self._fd_worker[ready[0]], cmd)
 
-    def _reply(self, w: int, cmd: str) -> Any:
-        try:
-            ok, value = decode_reply(self._conns[w].recv_bytes())
-        except (EOFError, OSError):
-            self._died(w, cmd)
-        if not ok:
-            self._raise_remote([(w, value)], cmd)
-        return value
+    def raise_remote(self, worker: int, error: Any, cmd: str) -> NoReturn:
+        """Raises the ``WorkerError`` of an error answer (see ``wait_any``)."""
+        self._raise_remote([(worker, error)], cmd)

@@ -53,12 +53,17 @@ class _Hang(CountingEnv):
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_env_exception_names_the_worker_with_its_traceback(cls):
     fns = [CountingEnv, lambda: FailingEnv(fail_after=5)]
-    with cls(fns, frames_per_batch=4, mp_start_method="fork") as collector:
+    options = MultiCollectorOptions(batch_timeout=10.0)
+    with cls(fns, frames_per_batch=4, mp_start_method="fork", options=options) as collector:
         with pytest.raises(WorkerError, match="worker 1") as info:
             for _ in collector:
                 pass
         assert "failing on purpose" in str(info.value) and "Traceback" in str(info.value)
         assert isinstance(info.value.__cause__, RuntimeError)
+        # the workers live on and answer other commands (nothing is left waiting for them)
+        start = time.monotonic()
+        assert collector.set_seed(0) == 2
+        assert time.monotonic() - start < 5
         pids = collector.worker_pids
     assert _all_exit(pids, timeout=5)
 
