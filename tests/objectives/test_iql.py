@@ -217,7 +217,8 @@ def _mostly_left(td):
 
 
 def test_smoke_cartpole_discrete_iql_imitates_and_fits():
-    """Offline data of a mostly-left policy: the losses drop and the actor prefers left."""
+    """Offline data of a mostly-left policy (reward 1 per step, gamma 0.8, values up to 5):
+    Q and V climb from 0 past 2.5 and the actor prefers left."""
     torch.manual_seed(0)
     env = CartPoleEnv(batch_size=(16,))
     env.set_seed(0)
@@ -232,13 +233,14 @@ def test_smoke_cartpole_discrete_iql_imitates_and_fits():
     updater = SoftUpdate(loss, tau=0.1)
     fixed = data[:512]
     start = loss(fixed)
-    for _ in range(100):
+    assert start["pred_value"].abs() < 1 and start["state_value"].abs() < 1
+    for _ in range(120):
         out = loss(data[torch.randint(data.shape[0], (128,))])
         optim.zero_grad()
         (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
         optim.step()
         updater.step()
     end = loss(fixed)
-    assert end["loss_qvalue"] < 0.5 * start["loss_qvalue"]
+    assert end["pred_value"] > 2.5 and end["state_value"] > 2.5
     probs = actor.get_dist(fixed.copy()).probs
-    assert probs[:, 0].mean() > 0.7
+    assert probs[:, 0].mean() > 0.6
