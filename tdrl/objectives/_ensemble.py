@@ -26,9 +26,9 @@ class QEnsemble(nn.Module):
     module's trainable parameters. The module itself is kept without parameters (on the
     ``meta`` device) and receives each copy's parameters through ``torch.vmap`` when called,
     so the ensemble costs one batched call instead of a Python loop over networks. A plain
-    ``TensorDictModule`` around an :class:`~tdrl.modules.MLP` (or an ``nn.Sequential`` with
-    one input) of ``nn.Linear`` and parameter-free layers skips vmap: its layers run as batched
-    matrix products (``baddbmm``) on the stacked weights directly, which is faster on CPU.
+    ``TensorDictModule`` (no hooks) around an :class:`~tdrl.modules.MLP` (or an
+    ``nn.Sequential`` with one input) of ``nn.Linear`` and parameter-free layers skips vmap:
+    its layers run as batched matrix products (``baddbmm``) on the stacked weights directly.
 
     A loss keeps a target of the ensemble with ``LossModule._make_target(name)``: the target
     is ``loss.<name>_target_params["params"]``, passed back as ``params=``.

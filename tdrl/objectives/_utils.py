@@ -99,7 +99,9 @@ def gather_action_value(
         one_hot = action.ndim == member_ndim and action.shape[-1] == action_value.shape[-1]
         action_space = "one_hot" if one_hot else "categorical"
     if action_space == "one_hot":
-        index = action.to(torch.uint8).argmax(-1, keepdim=True)
+        index = (action.to(torch.uint8) if action.dtype is torch.bool else action).argmax(
+            -1, keepdim=True
+        )
     else:
         index = action.long()
         if index.ndim < member_ndim:
@@ -207,9 +209,9 @@ def policy_probs(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
 
 
 # A plain MLP (``nn.Linear`` and parameter-free layers, possibly nested in ``nn.Sequential``)
-# inside a plain ``TensorDictModule`` is run straight from a parameter TensorDict: no
-# ``to_module`` swap for targets or detached weights, and batched matrix products for stacked
-# (ensemble) weights.
+# inside a plain ``TensorDictModule`` without hooks is run straight from a parameter
+# TensorDict: no ``to_module`` swap for targets or detached weights, and batched matrix
+# products for stacked (ensemble) weights. Anything else goes through the module itself.
 Layers = list[tuple[tuple[str, ...], nn.Module | None]]
 
 
@@ -217,11 +219,17 @@ def plain_layers(module: Any) -> Layers | None:
     """``[(parameter path, None for nn.Linear else the layer)]``, or None if not a plain MLP."""
     if type(module).forward is not TensorDictModule.forward or len(module.out_keys) != 1:
         return None
+    if any(_has_hooks(m) for m in module.modules()):
+        return None
     inner: Any = getattr(module, "module", None)
     if not (_is_mlp(inner) or (type(inner) is nn.Sequential and len(module.in_keys) == 1)):
         return None
     layers: Layers = []
     return layers if _collect_layers(inner, ("module",), layers) else None
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks)
 
 
 def _is_mlp(module: Any) -> bool:

@@ -159,3 +159,13 @@ def test_batched_matmul_path_and_vmap_path_agree_with_a_loop(kind):
     torch.testing.assert_close(ens(td, ens.params[1]), out[1])
     out.sum().backward()
     assert all(p.grad is not None for p in ens.parameters())
+
+
+def test_hooked_modules_take_the_vmap_path():
+    net = make_net()
+    calls = []
+    net.module[0].register_forward_hook(lambda *args: calls.append(1))
+    ens = QEnsemble(net, num_copies=2)
+    assert ens._layers is None
+    ens(make_td())
+    assert calls  # the hook ran (once, vectorised)
