@@ -11,14 +11,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from tdrl.envs.core import EnvBase
-from tdrl.envs.transforms._utils import (
-    KeyNotFoundError,
-    KeysArg,
-    group_mask,
-    key_list,
-    leaf_keys,
-    show_keys,
-)
+from tdrl.envs.transforms._checks import apply_outside, check_keys_in_specs
+from tdrl.envs.transforms._utils import KeyNotFoundError, KeysArg, group_mask, key_list, show_keys
 from tdrl.specs import Composite, TensorSpec, Unbounded
 
 if TYPE_CHECKING:
@@ -233,32 +227,7 @@ class Transform(nn.Module):
             >>> Triple(in_keys="reward")(td)["next", "reward"].flatten().tolist()
             [3.0, 3.0]
         """
-        nxt = tensordict.get("next", None)
-        places = [nxt, tensordict] if isinstance(nxt, TensorDictBase) else [tensordict]
-        if self._maps_tensors():
-            found = set()
-            for place in places:
-                for in_key, out_key in zip(self.in_keys, self.out_keys):
-                    value = place.get(in_key, None)
-                    if value is not None:
-                        place.set(out_key, self._apply_transform(value))
-                        found.add(in_key)
-            missing = [k for k in self.in_keys if k not in found]
-            if missing:
-                raise self._missing_key(missing[0], tensordict, "forward")
-            return tensordict
-        found_any = False
-        if isinstance(nxt, TensorDictBase) and self._holds(nxt, self.in_keys, "forward"):
-            nxt = self._call(nxt)
-            found_any = True
-        if self._holds(tensordict, self.in_keys, "forward"):
-            tensordict = self._call(tensordict)
-            found_any = True
-        if isinstance(nxt, TensorDictBase):
-            tensordict.set("next", nxt)
-        if not found_any and self.in_keys:
-            raise self._missing_key(self.in_keys[0], tensordict, "forward")
-        return tensordict
+        return apply_outside(self, tensordict)
 
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Applies the action-side map to a shallow copy of ``tensordict`` and returns it.
@@ -335,25 +304,7 @@ class Transform(nn.Module):
     # ------------------------------------------------------------------ checks and errors
     def _check_keys(self, parent: EnvBase) -> None:
         """Raises a ``KeyError`` when a key the transform reads is in none of the env's specs."""
-        produced = leaf_keys(
-            parent.full_observation_spec,
-            parent.full_reward_spec,
-            parent.full_done_spec,
-            parent.full_state_spec,
-        )
-        inputs = leaf_keys(parent.full_action_spec, parent.full_state_spec)
-        for attr, keys, avail in (
-            ("in_keys", self.in_keys, produced),
-            ("in_keys_inv", self.in_keys_inv, inputs),
-        ):
-            for key in keys:
-                if key not in avail:
-                    raise KeyNotFoundError(
-                        f"{type(self).__name__}.{attr}: key {key!r} is not in the specs of the "
-                        f"env below this transform (got {attr}={keys}; available keys: "
-                        f"{show_keys(avail)}). Fix the key, or place the transform after the one "
-                        "that creates it."
-                    )
+        check_keys_in_specs(self, parent)
 
     def _holds(self, tensordict: TensorDictBase, keys: list[NestedKey], method: str) -> bool:
         """True when ``tensordict`` holds every key, False when it holds none, else raises."""

@@ -1,21 +1,79 @@
-"""One-time agreement checks between what a transform declares in its specs and what it writes.
+"""Key checks of the transforms, and the agreement check between their specs and their data.
 
-A TransformedEnv runs them on the first reset and the first step after its specs were built, so
-a transform whose spec hook disagrees with its data hook fails with an error that names it,
-instead of a shape error far away. The hot path never pays for them afterwards.
+``check_transform_output`` runs on the first reset and the first step after a TransformedEnv
+built its specs, so a transform whose spec hook disagrees with its data hook fails with an error
+that names it, instead of a shape error far away; the hot path never pays for it afterwards.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
-from tdrl.envs.transforms._utils import leaf_keys, show_keys
+from tdrl.envs.transforms._utils import KeyNotFoundError, leaf_keys, show_keys
 from tdrl.errors import SpecError
 from tdrl.specs import Composite, NonTensor, TensorSpec
 
-__all__ = ["check_transform_output"]
+__all__ = ["apply_outside", "check_keys_in_specs", "check_transform_output"]
+
+
+def check_keys_in_specs(transform: Any, parent: Any) -> None:
+    """Raises a ``KeyError`` (naming the transform, the key and the available keys) when a key
+    the transform reads is in none of the specs of the env below it."""
+    produced = leaf_keys(
+        parent.full_observation_spec,
+        parent.full_reward_spec,
+        parent.full_done_spec,
+        parent.full_state_spec,
+    )
+    inputs = leaf_keys(parent.full_action_spec, parent.full_state_spec)
+    for attr, keys, avail in (
+        ("in_keys", transform.in_keys, produced),
+        ("in_keys_inv", transform.in_keys_inv, inputs),
+    ):
+        for key in keys:
+            if key not in avail:
+                raise KeyNotFoundError(
+                    f"{type(transform).__name__}.{attr}: key {key!r} is not in the specs of the "
+                    f"env below this transform (got {attr}={keys}; available keys: "
+                    f"{show_keys(avail)}). Fix the key, or place the transform after the one "
+                    "that creates it."
+                )
+
+
+def apply_outside(transform: Any, tensordict: TensorDictBase) -> TensorDictBase:
+    """``Transform.forward``: the map on the root and on ``"next"``, wherever the keys are."""
+    nxt = tensordict.get("next", None)
+    places = [nxt, tensordict] if isinstance(nxt, TensorDictBase) else [tensordict]
+    keys = transform.in_keys
+    if transform._maps_tensors():
+        found = set()
+        for place in places:
+            for in_key, out_key in zip(keys, transform.out_keys):
+                value = place.get(in_key, None)
+                if value is not None:
+                    place.set(out_key, transform._apply_transform(value))
+                    found.add(in_key)
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise transform._missing_key(missing[0], tensordict, "forward")
+        return tensordict
+    found_any = False
+    if isinstance(nxt, TensorDictBase) and transform._holds(nxt, keys, "forward"):
+        nxt = transform._call(nxt)
+        found_any = True
+    if transform._holds(tensordict, keys, "forward"):
+        tensordict = transform._call(tensordict)
+        found_any = True
+    if isinstance(nxt, TensorDictBase):
+        tensordict.set("next", nxt)
+    if not found_any and keys:
+        raise transform._missing_key(keys[0], tensordict, "forward")
+    return tensordict
+
 
 Specs = dict[str, Composite]
 

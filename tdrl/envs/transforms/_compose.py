@@ -68,21 +68,40 @@ class Compose(Transform):
         self.pop(index)
 
     def append(self, transform: Transform) -> Compose:
-        """Appends a transform (the env that holds this Compose recomputes its specs)."""
+        """Appends a transform (the env that holds this Compose recomputes its specs).
+
+        Examples:
+            >>> from tdrl.envs.transforms import InitTracker, StepCounter
+            >>> len(Compose(StepCounter()).append(InitTracker()))
+            2
+        """
         self._check_type(transform, "append")
         self.transforms.append(transform)
         self._changed()
         return self
 
     def insert(self, index: int, transform: Transform) -> Compose:
-        """Inserts a transform before position ``index``."""
+        """Inserts a transform before position ``index``.
+
+        Examples:
+            >>> from tdrl.envs.transforms import InitTracker, StepCounter
+            >>> type(Compose(StepCounter()).insert(0, InitTracker())[0]).__name__
+            'InitTracker'
+        """
         self._check_type(transform, "insert")
         self.transforms.insert(index, transform)
         self._changed()
         return self
 
     def pop(self, index: int = -1) -> Transform:
-        """Removes and returns the transform at ``index`` (it is detached from the env)."""
+        """Removes and returns the transform at ``index`` (it is detached from the env).
+
+        Examples:
+            >>> from tdrl.envs.transforms import InitTracker, StepCounter
+            >>> t = Compose(StepCounter(), InitTracker())
+            >>> type(t.pop()).__name__, len(t)
+            ('InitTracker', 1)
+        """
         items = list(self.transforms)
         out = items.pop(index)
         self.transforms = nn.ModuleList(items)
@@ -92,7 +111,13 @@ class Compose(Transform):
         return out  # type: ignore[return-value]
 
     def leaves(self) -> list[Transform]:
-        """The non-Compose transforms, depth first (the order in which they apply)."""
+        """The non-Compose transforms, depth first (the order in which they apply).
+
+        Examples:
+            >>> from tdrl.envs.transforms import InitTracker, StepCounter
+            >>> [type(t).__name__ for t in Compose(StepCounter(), Compose(InitTracker())).leaves()]
+            ['StepCounter', 'InitTracker']
+        """
         out: list[Transform] = []
         for t in self._items():
             out.extend(t.leaves() if isinstance(t, Compose) else [t])

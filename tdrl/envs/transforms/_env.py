@@ -13,6 +13,7 @@ from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._checks import check_transform_output
 from tdrl.envs.transforms._compose import Compose, _nodes
+from tdrl.envs.transforms._env_up_to import EnvUpTo
 from tdrl.envs.transforms._utils import SPEC_KINDS, group_mask
 from tdrl.specs import Composite, TensorSpec
 
@@ -94,11 +95,29 @@ class TransformedEnv(EnvBase):
         return self._transform
 
     def append_transform(self, transform: Transform) -> None:
-        """Appends a transform after the existing ones and recomputes the specs."""
+        """Appends a transform after the existing ones and recomputes the specs.
+
+        Examples:
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(CountingEnv())
+            >>> env.append_transform(StepCounter())
+            >>> "step_count" in env.observation_keys
+            True
+        """
         self._transform.append(transform)
 
     def insert_transform(self, index: int, transform: Transform) -> None:
-        """Inserts a transform before position ``index`` and recomputes the specs."""
+        """Inserts a transform before position ``index`` and recomputes the specs.
+
+        Examples:
+            >>> from tdrl.envs.transforms import InitTracker, StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(CountingEnv(), StepCounter())
+            >>> env.insert_transform(0, InitTracker())
+            >>> [type(t).__name__ for t in env.transform]
+            ['InitTracker', 'StepCounter']
+        """
         self._transform.insert(index, transform)
 
     def _owns(self, t: Transform) -> bool:
@@ -159,7 +178,7 @@ class TransformedEnv(EnvBase):
         stages = [specs]
         parents: list[EnvBase] = []
         for i, t in enumerate(self._flat):
-            parent = base if i == 0 else _EnvUpTo(self, i, specs)
+            parent = base if i == 0 else EnvUpTo(self, i, specs)
             parents.append(parent)
             t._attach(self, parent)
             t._bind(parent)
@@ -352,7 +371,18 @@ class TransformedEnv(EnvBase):
         return dict(self._transform.state_dict(*args, **kwargs))
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
-        """Loads what :meth:`state_dict` returned into the transforms."""
+        """Loads what :meth:`state_dict` returned into the transforms.
+
+        Examples:
+            >>> from tdrl.envs.transforms import VecNorm
+            >>> from tdrl.testing import CountingEnv
+            >>> a = TransformedEnv(CountingEnv(), VecNorm(out_keys="n", decay=1.0))
+            >>> _ = a.rollout(3)
+            >>> b = TransformedEnv(CountingEnv(), VecNorm(out_keys="n", decay=1.0))
+            >>> _ = b.load_state_dict(a.state_dict())
+            >>> b.transform[0].count_0.tolist()
+            [4.0]
+        """
         return self._transform.load_state_dict(state_dict, strict=strict)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -371,49 +401,3 @@ class TransformedEnv(EnvBase):
         inner = repr(self.base_env).replace("\n", "\n    ")
         names = ", ".join(type(t).__name__ for t in self._flat)
         return f"TransformedEnv(\n    env={inner},\n    transforms=[{names}])"
-
-
-class _EnvUpTo(EnvBase):
-    """The env up to transform ``n`` of a TransformedEnv (what ``Transform.parent`` returns).
-
-    It shares the base env and the transform objects with its owner and uses the owner's specs
-    of that stage; running it runs the first ``n`` transforms.
-    """
-
-    def __init__(self, owner: TransformedEnv, n: int, specs: Specs) -> None:
-        self._owner = owner
-        self._n = n
-        base = owner.base_env
-        super().__init__(
-            batch_size=base.batch_size,
-            device=base.device,
-            allow_done_after_reset=base.allow_done_after_reset,
-            validate=base.validate,
-        )
-        self._specs = dict(specs)
-        device = specs["done"].device
-        self.device = device if device is not None else base.device
-        self._refresh_keys()
-
-    @property
-    def base_env(self) -> EnvBase:
-        """The owner's base env."""
-        return self._owner.base_env
-
-    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        return self._owner._run_reset(tensordict, self._n)
-
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self._owner._run_step(tensordict, self._n)
-
-    def _merge_reset(
-        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
-    ) -> TensorDictBase:
-        return old.update(new)
-
-    def _set_seed(self, seed: int) -> int:
-        return self._owner.base_env.set_seed(seed)
-
-    def __repr__(self) -> str:
-        names = ", ".join(type(t).__name__ for t in self._owner._flat[: self._n])
-        return f"EnvUpTo(env={type(self.base_env).__name__}, transforms=[{names}])"

@@ -69,12 +69,22 @@ class VecNorm(Transform):
                 self.register_buffer(f"{name}_{i}", None)
 
     def freeze(self) -> VecNorm:
-        """Stops updating the statistics (evaluation); returns ``self``."""
+        """Stops updating the statistics (evaluation); returns ``self``.
+
+        Examples:
+            >>> VecNorm().freeze().frozen
+            True
+        """
         self.frozen = True
         return self
 
     def unfreeze(self) -> VecNorm:
-        """Updates the statistics again; returns ``self``."""
+        """Updates the statistics again; returns ``self``.
+
+        Examples:
+            >>> VecNorm(frozen=True).unfreeze().frozen
+            False
+        """
         self.frozen = False
         return self
 
