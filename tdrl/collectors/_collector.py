@@ -90,6 +90,7 @@ class Collector:
         self.total_frames = total_frames
         self.max_frames_per_traj = max_frames_per_traj
         self.init_random_frames = init_random_frames
+        self._policy_fill: list[tuple[Any, torch.Tensor]] | None = None
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = split_trajs
         self.exploration_type = exploration_type
@@ -111,6 +112,8 @@ class Collector:
     # ------------------------------------------------------------------ policy
     def _act(self, td: TensorDictBase) -> TensorDictBase:
         if self.policy is None or self.frames < self.init_random_frames:
+            if self.policy is not None:
+                self._fill_policy_outputs(td)
             if not self._fast_random:
                 return self.env.rand_action(td)
             for key, leaf in self._rand_leaves:  # leaf draws: no Composite TensorDict per step
@@ -120,6 +123,24 @@ class Collector:
             out = self.policy(td.to(self.policy_device))
             return out.to(self.env_device) if self.env_device is not None else out
         return self.policy(td)
+
+    def _fill_policy_outputs(self, td: TensorDictBase) -> None:
+        """Random-action steps carry zeros where the policy writes other entries.
+
+        The batch layout is fixed by the first step; a dry run of the policy (on a copy) finds
+        what it writes (log-probs, action values, next hidden states), so that these entries
+        are allocated even when the first frames use random actions.
+        """
+        if self._policy_fill is None:
+            before = set(td.keys(True, True))
+            probe = self.policy(td.clone())  # type: ignore[misc]
+            self._policy_fill = [
+                (key, torch.zeros_like(probe.get(key)))
+                for key in probe.keys(True, True)
+                if key not in before and key not in self.env.action_keys
+            ]
+        for key, zeros in self._policy_fill:
+            td.set(key, zeros)
 
     def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
         """Copies ``weights`` into the policy in place (a no-op without weights: the policy is

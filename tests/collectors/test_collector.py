@@ -90,7 +90,8 @@ def test_policy_random_frames_and_weights():
         init_random_frames=4,
     )
     batches = [b.clone() for b in collector]
-    assert len(calls) == 2 and len(batches) == 2
+    # one dry run (to allocate the policy entries during random frames), then 2 policy steps
+    assert len(calls) == 3 and len(batches) == 2
     new = TensorDict.from_module(policy).clone().zero_()
     collector.policy = policy
     collector.update_policy_weights_(new)
@@ -154,3 +155,22 @@ def test_nested_groups_reset_independently():
     assert batch["nested_2", "observation"][0, :, 0].tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
     agent0 = batch["nested_1", "observation"][0, :, 0, 0].tolist()
     assert agent0 == [0, 1, 0, 1, 0, 1, 0, 1]
+
+
+def test_random_frames_keep_the_policy_entries_allocated():
+    policy = TensorDictModule(torch.nn.Linear(1, 1), in_keys=["observation"], out_keys=["action"])
+
+    def with_extra(td):
+        td = policy(td)
+        return td.set("action_log_prob", torch.full(td.batch_size, -1.0))
+
+    collector = Collector(
+        CountingEnv(batch_size=(2,), max_steps=50),
+        with_extra,
+        frames_per_batch=4,
+        total_frames=8,
+        init_random_frames=4,
+    )
+    first, second = (b.clone() for b in collector)
+    assert first["action_log_prob"].eq(0).all()
+    assert second["action_log_prob"].eq(-1).all()
