@@ -262,10 +262,14 @@ def run_layers(layers: Layers, inputs: list[Tensor], params: TensorDictBase) -> 
     stacked = params.batch_dims == 1
     if stacked:
         x = x.expand(params.batch_size[0], *x.shape)
+    fresh = False  # x was just produced by a linear layer (safe to overwrite in place)
     for path, layer in layers:
         if layer is not None:
-            x = layer(x)
+            inplace = _INPLACE.get(type(layer)) if fresh else None
+            x = inplace(x) if inplace is not None else layer(x)
+            fresh = False
             continue
+        fresh = True
         linear = params.get(path)
         weight, bias = linear.get("weight"), linear.get("bias", None)
         if not stacked:
@@ -276,6 +280,15 @@ def run_layers(layers: Layers, inputs: list[Tensor], params: TensorDictBase) -> 
             x = torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
     lead = x.shape[:1] if stacked else ()
     return x.reshape(*lead, *batch, *x.shape[len(lead) + 1 :])
+
+
+# In-place versions of common activations: the output of a linear layer is not saved for its
+# backward, so overwriting it halves the memory traffic of large (ensemble) activations.
+_INPLACE: dict[type, Any] = {
+    nn.ReLU: torch.relu_,
+    nn.Tanh: torch.tanh_,
+    nn.Sigmoid: torch.sigmoid_,
+}
 
 
 def call_with_params(
