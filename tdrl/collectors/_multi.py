@@ -28,8 +28,9 @@ from tdrl.collectors._weight_sync import (
     as_weights,
     policy_weights,
 )
-from tdrl.collectors._worker import WORKER_KEY, CollectorPool, WorkerSetup
+from tdrl.collectors._worker import WORKER_KEY, WorkerSetup, collector_worker_main
 from tdrl.envs import EnvBase
+from tdrl.envs.batched._pool import WorkerPool
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.errors import WorkerError
 from tdrl.modules._exploration_type import ExplorationType
@@ -171,13 +172,15 @@ class MultiCollectorBase:
     def _start(self, fns: list[Callable[[], EnvBase]], kwargs: dict[str, Any]) -> None:
         ctx = multiprocessing.get_context(self.mp_start_method)
         opts = self.options
-        self._pool = CollectorPool(
+        self._pool = WorkerPool(
             self._owner,
             ctx,
             num_threads=opts.num_threads,
             step_timeout=opts.batch_timeout,
             start_timeout=opts.start_timeout,
             shutdown_timeout=opts.shutdown_timeout,
+            timeout_hint="Raise options.batch_timeout/options.start_timeout if collection is "
+            "just slow.",
         )
         self._closed = False
         try:
@@ -186,7 +189,8 @@ class MultiCollectorBase:
                 cloudpickle.dumps(WorkerSetup(fn, self.policy, kwargs, self.num_workers))
                 for fn in fns
             ]
-            layouts = self._pool.launch(payloads, receivers)
+            args = [(p, r) for p, r in zip(payloads, receivers)]
+            layouts = self._pool.start(collector_worker_main, args)
             self._allocate(layouts, kwargs["frames_per_batch"])
         except BaseException:
             self.shutdown()
@@ -221,7 +225,7 @@ class MultiCollectorBase:
     def _next_batch(self) -> TensorDictBase:
         raise NotImplementedError
 
-    def _live_pool(self, method: str) -> CollectorPool:
+    def _live_pool(self, method: str) -> WorkerPool:
         if self._closed:
             raise RuntimeError(
                 f"{self._owner}.{method}: the collector is shut down (got a call after "

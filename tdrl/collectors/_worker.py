@@ -1,25 +1,15 @@
-"""The worker side of the multi-process collectors, and the pool adapter that starts them.
+"""The worker side of the multi-process collectors.
 
 The process machinery (command pipes, bounded waits on pipes and process sentinels, remote
 tracebacks, the parent-death watchdog, bounded shutdown) is the batched envs' ``WorkerPool``;
-this module only adds what a collector needs on top: a worker target that runs a
-:class:`Collector`, commands with per-worker arguments, a wait for whichever worker answers
-first, and sending a shared-memory buffer to running workers.
+this module only adds the worker target that runs a :class:`Collector` and the commands it
+answers.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import signal
-import threading
-import time
-import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
-from multiprocessing.reduction import ForkingPickler
-from typing import Any, NoReturn, cast
+from typing import Any
 
 import cloudpickle
 import torch
@@ -27,20 +17,10 @@ from tensordict import TensorDictBase
 
 from tdrl.collectors._collector import Collector
 from tdrl.collectors._weight_sync import WeightReceiver
-from tdrl.envs.batched._pool import WorkerPool, _Waiter
-from tdrl.envs.batched._worker import (
-    WorkerOptions,
-    _encode_error,
-    _encode_result,
-    _serve,
-    _set_parent_death_signal,
-    _watchdog,
-    decode_reply,
-    encode_command,
-)
+from tdrl.envs.batched._process import WorkerOptions, run_worker
 from tdrl.envs.core import EnvBase
 
-__all__ = ["TRAJ_KEY", "WORKER_KEY", "CollectorPool", "WorkerSetup"]
+__all__ = ["TRAJ_KEY", "WORKER_KEY", "WorkerSetup", "collector_worker_main"]
 
 TRAJ_KEY = ("collector", "traj_ids")
 WORKER_KEY = ("collector", "worker_id")
@@ -134,166 +114,13 @@ class _Server:
 
 
 def collector_worker_main(
-    index: int, conn: Any, payload: bytes, receiver: WeightReceiver, options: WorkerOptions
+    index: int, conn: Any, options: WorkerOptions, payload: bytes, receiver: WeightReceiver
 ) -> None:
-    """Entry point of a collector worker: build env, policy and collector, report the batch
-    layout, serve commands. Same lifecycle as a ParallelEnv worker (watchdog, SIGINT ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if options.pdeathsig:
-        _set_parent_death_signal()
-    stop = threading.Event()
-    threading.Thread(
-        target=_watchdog,
-        args=(options.parent_pid, os.getppid(), stop),
-        name="tdrl-parent-watchdog",
-        daemon=True,
-    ).start()
-    torch.set_num_threads(options.num_threads)
-    try:
+    """Entry point of a collector worker (a ``WorkerPool`` target): build env, policy and
+    collector, report the batch layout, serve commands."""
+
+    def build() -> tuple[_Server, TensorDictBase]:
         server = _Server(index, cloudpickle.loads(payload), receiver)
-    except Exception as exc:
-        conn.send_bytes(_encode_error(exc))
-        return
-    conn.send_bytes(_encode_result(server.layout))
-    try:
-        _serve(conn, cast(Any, server))  # _serve dispatches by name; typed for EnvRunner
-    finally:
-        stop.set()
-        conn.close()
+        return server, server.layout
 
-
-_LIVE: weakref.WeakSet[CollectorPool] = weakref.WeakSet()
-_ATEXIT_LOCK = threading.Lock()
-_atexit_registered = False
-
-
-def _shutdown_live_pools() -> None:
-    # Runs before multiprocessing's exit handler (registered earlier, atexit is LIFO), which
-    # would otherwise join our non-daemonic workers forever.
-    for pool in list(_LIVE):
-        try:
-            pool.shutdown()
-        except Exception:
-            pass
-
-
-def _track(pool: CollectorPool) -> None:
-    global _atexit_registered
-    with _ATEXIT_LOCK:
-        if not _atexit_registered:
-            atexit.register(_shutdown_live_pools)
-            _atexit_registered = True
-        _LIVE.add(pool)
-
-
-class CollectorPool(WorkerPool):
-    """A :class:`WorkerPool` whose workers run collectors.
-
-    Args:
-        owner: the collector's class name, for messages.
-        ctx: the multiprocessing context.
-        num_threads, step_timeout, start_timeout, shutdown_timeout: as for ``WorkerPool``
-            (``step_timeout`` bounds every command, one batch included).
-    """
-
-    def __init__(
-        self,
-        owner: str,
-        ctx: BaseContext,
-        *,
-        num_threads: int,
-        step_timeout: float,
-        start_timeout: float,
-        shutdown_timeout: float,
-    ) -> None:
-        super().__init__(
-            owner,
-            ctx,
-            [],
-            cast(Any, None),
-            num_threads=num_threads,
-            step_timeout=step_timeout,
-            start_timeout=start_timeout,
-            shutdown_timeout=shutdown_timeout,
-        )
-
-    def launch(self, payloads: Sequence[bytes], receivers: Sequence[WeightReceiver]) -> list[Any]:
-        """Starts one worker per payload; returns the batch layout each reports."""
-        options = WorkerOptions(
-            num_threads=self._num_threads,
-            parent_pid=os.getpid(),
-            pdeathsig=threading.current_thread() is threading.main_thread(),
-        )
-        _track(self)
-        try:
-            for i, (payload, receiver) in enumerate(zip(payloads, receivers)):
-                parent_conn, child_conn = self._ctx.Pipe()
-                proc = self._ctx.Process(  # type: ignore[attr-defined]
-                    target=collector_worker_main,
-                    args=(i, child_conn, payload, receiver, options),
-                    name=f"tdrl-{self.owner}-worker-{i}",
-                    daemon=False,
-                )
-                self._procs.append(proc)
-                self._conns.append(parent_conn)
-                proc.start()
-                self._pids.append(proc.pid)
-                child_conn.close()
-        except BaseException:
-            self.shutdown()
-            raise
-        for i, (proc, conn) in enumerate(zip(self._procs, self._conns)):
-            self._fd_worker[conn.fileno()] = i
-            self._sentinel_worker[proc.sentinel] = i
-        self._waiter = _Waiter([*self._fd_worker, *self._sentinel_worker])
-        return self._collect(range(len(self._procs)), "start", self.start_timeout)
-
-    def send(self, worker: int, cmd: str, args: tuple, *, share: bool = False) -> None:
-        """Sends one command; ``share=True`` passes tensors as shared-memory handles."""
-        if share:
-            msg = b"x" + bytes(ForkingPickler.dumps((cmd, args)))
-        else:
-            msg = encode_command(cmd, args)
-        try:
-            self._conns[worker].send_bytes(msg)
-        except OSError:
-            self._died(worker, cmd)
-
-    def gather(self, workers: Sequence[int], cmd: str) -> list[Any]:
-        """Waits for the answers of ``workers`` to the ``cmd`` they were sent."""
-        return self._collect(workers, cmd, self.step_timeout)
-
-    def wait_any(self, workers: Sequence[int], cmd: str) -> tuple[int, bool, Any]:
-        """Waits for the first of ``workers`` to answer ``cmd``; returns ``(worker, ok, value)``
-        (``value`` is a ``RemoteError`` when not ok: pass it to :meth:`raise_remote`).
-
-        Raises:
-            WorkerError: a worker died. TimeoutError: none answered within ``step_timeout``.
-        """
-        slots = {self._conns[w].fileno(): w for w in workers}
-        deadline = time.monotonic() + self.step_timeout
-        assert self._waiter is not None
-        while True:
-            ready = self._waiter.wait(deadline - time.monotonic())
-            if not ready:
-                if time.monotonic() >= deadline:
-                    self._timed_out(list(workers), cmd, self.step_timeout)
-                continue
-            for fd in ready:  # deaths first: a live worker's answers must not hide them
-                w = self._sentinel_worker.get(fd)
-                if w is not None:
-                    self._died(w, cmd)
-            for fd in ready:
-                w = slots.get(fd)
-                if w is not None:
-                    try:
-                        ok, value = decode_reply(self._conns[w].recv_bytes())
-                    except (EOFError, OSError):
-                        self._died(w, cmd)
-                    return w, ok, value
-            # a pipe of a worker nobody waits for is readable: it can only have closed
-            self._died(self._fd_worker[ready[0]], cmd)
-
-    def raise_remote(self, worker: int, error: Any, cmd: str) -> NoReturn:
-        """Raises the ``WorkerError`` of an error answer (see ``wait_any``)."""
-        self._raise_remote([(worker, error)], cmd)
+    run_worker(conn, options, build)

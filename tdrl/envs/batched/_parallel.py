@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,33 +13,12 @@ from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory
 from tdrl.envs.batched._pool import WorkerPool
 from tdrl.envs.batched._runner import Buffers
 from tdrl.envs.batched._shared import TreeBuffer
+from tdrl.envs.batched._worker import worker_main
 from tdrl.envs.core import EnvMeta
 
 __all__ = ["ParallelEnv"]
 
 _START_METHODS = ("spawn", "fork", "forkserver")
-_LIVE: weakref.WeakSet[ParallelEnv] = weakref.WeakSet()
-_ATEXIT_LOCK = threading.Lock()
-_atexit_registered = False
-
-
-def _close_live_envs() -> None:
-    # Runs before multiprocessing's own exit handler (atexit is LIFO and this is registered
-    # later), which would otherwise wait forever on our non-daemonic workers.
-    for env in list(_LIVE):
-        try:
-            env.close()
-        except Exception:
-            pass
-
-
-def _track(env: ParallelEnv) -> None:
-    global _atexit_registered
-    with _ATEXIT_LOCK:
-        if not _atexit_registered:
-            atexit.register(_close_live_envs)
-            _atexit_registered = True
-        _LIVE.add(env)
 
 
 class ParallelEnv(BatchedEnvBase):
@@ -170,17 +146,16 @@ class ParallelEnv(BatchedEnvBase):
         pool = WorkerPool(
             "ParallelEnv",
             multiprocessing.get_context(self.mp_start_method),
-            self._creators,
-            buffers,
             num_threads=self.num_threads,
             step_timeout=self.step_timeout,
             start_timeout=self.start_timeout,
             shutdown_timeout=self.shutdown_timeout,
+            timeout_hint="Raise step_timeout/start_timeout if the env is just slow.",
         )
         self._pool, self._buffers = pool, buffers
-        _track(self)
         try:
-            metas = pool.start()
+            parts = buffers.to_parts()
+            metas = pool.start(worker_main, [(creator, parts) for creator in self._creators])
         except BaseException:
             self._failure = pool.failure or "the workers failed to start"
             self.close()
@@ -217,7 +192,6 @@ class ParallelEnv(BatchedEnvBase):
     def _close(self) -> None:
         pool, self._pool = self._pool, None
         self._buffers = None
-        _LIVE.discard(self)
         if pool is not None:
             pool.shutdown()
 

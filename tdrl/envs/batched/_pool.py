@@ -1,36 +1,59 @@
-"""WorkerPool: starts, commands, watches and shuts down the worker processes of a ParallelEnv.
+"""WorkerPool: starts, commands, watches and shuts down worker processes (of a ParallelEnv, of
+the multi-process collectors).
 
 Every wait is bounded: the parent blocks in ``poll`` on the command pipes and the process
 sentinels at once, so it wakes up as soon as a worker answers or dies, and gives up after the
-timeout.
+timeout. Pools still running at interpreter exit are shut down.
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import select
 import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from multiprocessing import connection
 from multiprocessing.context import BaseContext
 from typing import Any, NoReturn
 
-from tdrl.envs.batched._runner import Buffers
-from tdrl.envs.batched._worker import (
+from tdrl.envs.batched._process import (
     RemoteError,
     WorkerOptions,
     decode_reply,
     describe_exit,
     encode_command,
-    worker_main,
     worker_names,
 )
-from tdrl.envs.core import EnvCreator
 from tdrl.errors import WorkerError
 
 __all__ = ["WorkerPool"]
+
+_LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+_ATEXIT_LOCK = threading.Lock()
+_atexit_registered = False
+
+
+def _shutdown_live_pools() -> None:
+    # Runs before multiprocessing's own exit handler (atexit is LIFO and this is registered
+    # later), which would otherwise wait forever on our non-daemonic workers.
+    for pool in list(_LIVE):
+        try:
+            pool.shutdown()
+        except Exception:
+            pass
+
+
+def _track(pool: WorkerPool) -> None:
+    global _atexit_registered
+    with _ATEXIT_LOCK:
+        if not _atexit_registered:
+            atexit.register(_shutdown_live_pools)
+            _atexit_registered = True
+        _LIVE.add(pool)
 
 
 class _Waiter:
@@ -52,40 +75,39 @@ class _Waiter:
 
 
 class WorkerPool:
-    """The worker processes of one ParallelEnv (not thread-safe: one caller at a time).
+    """A set of worker processes that serve commands (not thread-safe: one caller at a time).
 
     Args:
-        owner: the env's class name, for messages.
+        owner: the owner's class name, for messages.
         ctx: the multiprocessing context (start method).
-        creators: one env factory per worker.
-        buffers: the shared buffers (every worker gets them and uses its row).
         num_threads: torch threads per worker.
         step_timeout: seconds to wait for an answer to a command.
-        start_timeout: seconds to wait for the workers to build their envs.
+        start_timeout: seconds to wait for the workers to start and report.
         shutdown_timeout: seconds ``shutdown`` waits for a clean exit before killing.
+        timeout_hint: the end of the timeout message, how to fix it (e.g. "Raise step_timeout
+            if the env is just slow.").
     """
 
     def __init__(
         self,
         owner: str,
         ctx: BaseContext,
-        creators: Sequence[EnvCreator],
-        buffers: Buffers,
         *,
         num_threads: int,
         step_timeout: float,
         start_timeout: float,
         shutdown_timeout: float,
+        timeout_hint: str,
     ) -> None:
         self.owner = owner
         self.step_timeout = step_timeout
         self.start_timeout = start_timeout
         self.shutdown_timeout = shutdown_timeout
+        self.timeout_hint = timeout_hint
         self.failure: str | None = None
         self._ctx = ctx
-        self._creators = list(creators)
-        self._buffers = buffers
         self._num_threads = num_threads
+        self._args: list[tuple] = []
         self._procs: list[Any] = []
         self._pids: list[int] = []
         self._conns: list[Any] = []
@@ -101,20 +123,26 @@ class WorkerPool:
         return list(self._pids)
 
     # ------------------------------------------------------------------ start
-    def start(self) -> list[Any]:
-        """Starts every worker and returns the env metadata each one reports."""
+    def start(self, target: Callable[..., None], args: Sequence[tuple]) -> list[Any]:
+        """Starts one worker per entry of ``args`` and returns the value each one reports.
+
+        Worker ``i`` runs ``target(i, conn, options, *args[i])`` (``options`` a
+        :class:`WorkerOptions`); it is expected to call :func:`run_worker`. The arguments stay
+        referenced until ``shutdown``.
+        """
         options = WorkerOptions(
             num_threads=self._num_threads,
             parent_pid=os.getpid(),
             pdeathsig=threading.current_thread() is threading.main_thread(),
         )
-        parts = self._buffers.to_parts()
+        self._args = list(args)
+        _track(self)
         try:
-            for i, creator in enumerate(self._creators):
+            for i, extra in enumerate(self._args):
                 parent_conn, child_conn = self._ctx.Pipe()
                 proc = self._ctx.Process(  # type: ignore[attr-defined]
-                    target=worker_main,
-                    args=(i, child_conn, creator, parts, options),
+                    target=target,
+                    args=(i, child_conn, options, *extra),
                     name=f"tdrl-{self.owner}-worker-{i}",
                     daemon=False,
                 )
@@ -154,6 +182,59 @@ class WorkerPool:
             self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
             self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
             raise
+
+    def send(self, worker: int, cmd: str, args: tuple, *, share: bool = False) -> None:
+        """Sends one command to one worker (per-worker arguments); ``gather`` the answers.
+
+        ``share=True`` passes tensors in shared memory as handles to the same memory.
+
+        Raises:
+            WorkerError: the worker died (the pool shuts down).
+        """
+        try:
+            self._conns[worker].send_bytes(encode_command(cmd, args, share=share))
+        except OSError:
+            self._died(worker, cmd)
+
+    def gather(self, workers: Sequence[int], cmd: str) -> list[Any]:
+        """Waits for the answers of ``workers`` to the ``cmd`` they were sent (as ``run``)."""
+        return self._collect(workers, cmd, self.step_timeout)
+
+    def wait_any(self, workers: Sequence[int], cmd: str) -> tuple[int, bool, Any]:
+        """Waits for the first of ``workers`` to answer ``cmd``; returns ``(worker, ok, value)``
+        (``value`` is a ``RemoteError`` when not ok: pass it to :meth:`raise_remote`).
+
+        Raises:
+            WorkerError: a worker died (checked before the answers: a live worker's answers
+                must not hide a dead one). TimeoutError: none answered within ``step_timeout``.
+        """
+        slots = {self._conns[w].fileno(): w for w in workers}
+        deadline = time.monotonic() + self.step_timeout
+        assert self._waiter is not None
+        while True:
+            ready = self._waiter.wait(deadline - time.monotonic())
+            if not ready:
+                if time.monotonic() >= deadline:
+                    self._timed_out(list(workers), cmd, self.step_timeout)
+                continue
+            for fd in ready:
+                w = self._sentinel_worker.get(fd)
+                if w is not None:
+                    self._died(w, cmd)
+            for fd in ready:
+                w = slots.get(fd)
+                if w is not None:
+                    try:
+                        ok, value = decode_reply(self._conns[w].recv_bytes())
+                    except (EOFError, OSError):
+                        self._died(w, cmd)
+                    return w, ok, value
+            # a pipe of a worker nobody waits for is readable: it can only have closed
+            self._died(self._fd_worker[ready[0]], cmd)
+
+    def raise_remote(self, worker: int, error: RemoteError, cmd: str) -> NoReturn:
+        """Raises the ``WorkerError`` of an error answer (see ``wait_any``)."""
+        self._raise_remote([(worker, error)], cmd)
 
     def _collect(self, workers: Sequence[int], cmd: str, timeout: float) -> list[Any]:
         slots = {self._conns[w].fileno(): k for k, w in enumerate(workers)}
@@ -231,7 +312,7 @@ class WorkerPool:
         raise TimeoutError(
             f"{self.owner}.{cmd}: {names} did not answer within {timeout} s (got no reply; "
             f"expected one within the timeout). The hung worker(s) were killed and the "
-            f"{self.owner} is closed. Raise step_timeout/start_timeout if the env is just slow."
+            f"{self.owner} is closed. {self.timeout_hint}"
         )
 
     # ------------------------------------------------------------------ shutdown
@@ -241,6 +322,7 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
+        _LIVE.discard(self)
         if os.getpid() != self._owner_pid:  # a forked copy of the owner: not our processes
             return
         timeout = self.shutdown_timeout if timeout is None else timeout
@@ -267,7 +349,7 @@ class WorkerPool:
         for conn in self._conns:
             conn.close()
         self._waiter = None
-        self._buffers = None  # type: ignore[assignment]
+        self._args = []
 
     @staticmethod
     def _wait_exit(procs: Sequence[Any], deadline: float) -> None:

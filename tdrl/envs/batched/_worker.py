@@ -1,263 +1,32 @@
-"""The ParallelEnv worker process: its command loop, the wire protocol and the parent watchdog.
+"""The ParallelEnv worker process: builds its env, reports the specs and serves an EnvRunner.
 
-The pipe carries only small byte strings. A command is one code byte, followed by a pickled
-``(name, args)`` pair for the rare commands that need arguments; the step commands without
-arguments are a single byte. A reply is one code byte, possibly followed by a pickled value:
-``k`` (done, no value), ``0``/``1`` (a bool), ``v`` (a value), ``e`` (an error description).
-Tensors never go through the pipe: they live in the shared buffers.
+The process machinery (wire protocol, start-up, watchdog, command loop) is in ``_process``;
+tensors never go through the pipe: they live in the shared buffers.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-import pickle
-import signal
-import sys
-import threading
-import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import torch
-
+from tdrl.envs.batched._process import WorkerOptions, run_worker
 from tdrl.envs.batched._runner import Buffers, EnvRunner
 from tdrl.envs.core import EnvCreator, EnvMeta
 
-__all__ = [
-    "RemoteError",
-    "WorkerOptions",
-    "decode_reply",
-    "encode_command",
-    "worker_main",
-]
-
-_STEP = b"s"
-_STEP_RESET = b"m"
-_GENERIC = b"x"
-_CLOSE = b"c"
-_WATCHDOG_PERIOD_S = 0.5
-PARENT_DIED_EXIT_CODE = 75
-_PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """Per-process settings of a worker.
-
-    Attributes:
-        num_threads: torch intra-op threads in the worker.
-        parent_pid: pid of the process that owns the worker.
-        pdeathsig: ask Linux to SIGKILL the worker when its parent thread dies (only safe when the
-            workers were started from the main thread).
-    """
-
-    num_threads: int
-    parent_pid: int
-    pdeathsig: bool
-
-
-@dataclass(frozen=True)
-class RemoteError:
-    """An exception raised in a worker, as it crosses the pipe."""
-
-    type_name: str
-    message: str
-    traceback: str
-    exception: bytes | None
-
-    def original(self) -> BaseException | None:
-        """The unpickled exception, when it can be rebuilt in this process."""
-        if self.exception is None:
-            return None
-        try:
-            exc = pickle.loads(self.exception)
-        except Exception:
-            return None
-        return exc if isinstance(exc, BaseException) else None
-
-
-def encode_command(cmd: str, args: tuple) -> bytes:
-    """The bytes of a command (a single byte for the argument-free step commands).
-
-    Examples:
-        >>> encode_command("step", ((),)), encode_command("step_and_maybe_reset", ((),))
-        (b's', b'm')
-    """
-    if cmd == "step" and not args[0]:
-        return _STEP
-    if cmd == "step_and_maybe_reset" and not args[0]:
-        return _STEP_RESET
-    if cmd == "close":
-        return _CLOSE
-    return _GENERIC + pickle.dumps((cmd, args), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _encode_result(value: Any) -> bytes:
-    if value is None:
-        return b"k"
-    if value is True:
-        return b"1"
-    if value is False:
-        return b"0"
-    return b"v" + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _encode_error(exc: BaseException) -> bytes:
-    blob: bytes | None
-    try:
-        blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.loads(blob)
-    except Exception:
-        blob = None
-    kind = type(exc)
-    info = RemoteError(
-        type_name=f"{kind.__module__}.{kind.__qualname__}",
-        message=str(exc),
-        traceback=traceback.format_exc(),
-        exception=blob,
-    )
-    return b"e" + pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def decode_reply(data: bytes) -> tuple[bool, Any]:
-    """``(ok, value)`` from reply bytes; ``value`` is a :class:`RemoteError` when not ok.
-
-    Examples:
-        >>> decode_reply(b"1"), decode_reply(b"k")
-        ((True, True), (True, None))
-    """
-    code = data[:1]
-    if code == b"k":
-        return True, None
-    if code == b"1":
-        return True, True
-    if code == b"0":
-        return True, False
-    if code == b"v":
-        return True, pickle.loads(data[1:])
-    if code == b"e":
-        return False, pickle.loads(data[1:])
-    raise RuntimeError(f"ParallelEnv: unknown reply from a worker (got {data[:16]!r}).")
-
-
-# ---------------------------------------------------------------------- process side
-def _set_parent_death_signal() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):  # no prctl: the watchdog thread still runs
-        pass
-
-
-def _parent_alive(parent_pid: int, start_ppid: int) -> bool:
-    if os.getppid() != start_ppid:  # re-parented: the process (or forkserver) that made us died
-        return False
-    try:
-        os.kill(parent_pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _watchdog(parent_pid: int, start_ppid: int, stop: threading.Event) -> None:
-    # A hung env or a sibling holding our pipe open under fork can hide the parent's death from
-    # the command loop, so this thread checks the parent itself and ends the process.
-    while not stop.wait(_WATCHDOG_PERIOD_S):
-        if not _parent_alive(parent_pid, start_ppid):
-            os._exit(PARENT_DIED_EXIT_CODE)
-
-
-def _serve(conn: Any, runner: EnvRunner) -> None:
-    while True:
-        try:
-            msg = conn.recv_bytes()
-        except (EOFError, OSError):  # the parent closed the pipe or died
-            return
-        code = msg[:1]
-        if code == _CLOSE:  # no reply: the parent waits for the process to end
-            runner.close()  # an error here ends the process with its traceback on stderr
-            return
-        try:
-            if code == _STEP:
-                runner.step(())
-                reply = b"k"
-            elif code == _STEP_RESET:
-                reply = b"1" if runner.step_and_maybe_reset(()) else b"0"
-            else:
-                cmd, args = pickle.loads(msg[1:])
-                reply = _encode_result(getattr(runner, cmd)(*args))
-        except Exception as exc:
-            reply = _encode_error(exc)
-        try:
-            conn.send_bytes(reply)
-        except OSError:
-            return
+__all__ = ["worker_main"]
 
 
 def worker_main(
-    index: int,
-    conn: Any,
-    creator: EnvCreator,
-    buffer_parts: tuple,
-    options: WorkerOptions,
+    index: int, conn: Any, options: WorkerOptions, creator: EnvCreator, buffer_parts: tuple
 ) -> None:
     """Entry point of worker ``index``: build the env, report its specs, serve commands.
 
     The first message sent is the env's :class:`EnvMeta` (or the error that prevented building
     it). ``SIGINT`` is ignored: the parent handles Ctrl-C and closes the workers.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if options.pdeathsig:
-        _set_parent_death_signal()
-    stop = threading.Event()
-    threading.Thread(
-        target=_watchdog,
-        args=(options.parent_pid, os.getppid(), stop),
-        name="tdrl-parent-watchdog",
-        daemon=True,
-    ).start()
-    torch.set_num_threads(options.num_threads)
-    try:
+
+    def build() -> tuple[EnvRunner, EnvMeta]:
         env = creator()
         meta = EnvMeta.from_env(env)
-    except Exception as exc:
-        conn.send_bytes(_encode_error(exc))
-        return
-    conn.send_bytes(_encode_result(meta))
-    runner = EnvRunner(env, Buffers.from_parts(buffer_parts).row(index))
-    try:
-        _serve(conn, runner)
-    finally:
-        stop.set()
-        conn.close()
+        return EnvRunner(env, Buffers.from_parts(buffer_parts).row(index)), meta
 
-
-def describe_exit(exitcode: int | None) -> str:
-    """Human-readable process end: ``"exit code 3"`` or ``"signal SIGKILL"``.
-
-    Examples:
-        >>> describe_exit(3), describe_exit(-9)
-        ('exit code 3', 'signal SIGKILL (exit code -9)')
-    """
-    if exitcode is None:
-        return "an unknown status (still running)"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"signal {name} (exit code {exitcode})"
-    if exitcode == PARENT_DIED_EXIT_CODE:
-        return f"exit code {exitcode} (its parent watchdog fired)"
-    return f"exit code {exitcode}"
-
-
-def worker_names(workers: Sequence[int], pids: Sequence[int | None]) -> str:
-    """``"worker 0 (pid 12)"`` lists for messages."""
-    return ", ".join(f"worker {w} (pid {pids[w]})" for w in workers)
+    run_worker(conn, options, build)
