@@ -1,6 +1,20 @@
 """Importable test helpers: mock envs and contract test bases."""
 
 from tdrl.testing._loss_contract import LossContract
+from tdrl.testing._loss_fixtures import (
+    GenericModule,
+    agents_keys,
+    bind_stacked,
+    make_action_value_net,
+    make_categorical_actor,
+    make_deterministic_actor,
+    make_qvalue_critic,
+    make_state_value_net,
+    make_tanh_normal_actor,
+    make_transition_batch,
+    nested_key,
+    perturb_,
+)
 from tdrl.testing._mock_envs import CountingEnv, FailingEnv, MultiKeyEnv, NestedCountingEnv
 from tdrl.testing._transform_contract import (
     ENV_FACTORIES,
@@ -14,9 +28,21 @@ __all__ = [
     "CountingEnv",
     "EnvFactory",
     "FailingEnv",
+    "GenericModule",
     "LossContract",
     "MultiKeyEnv",
     "NestedCountingEnv",
     "TransformContract",
     "TransformTestEnv",
+    "agents_keys",
+    "bind_stacked",
+    "make_action_value_net",
+    "make_categorical_actor",
+    "make_deterministic_actor",
+    "make_qvalue_critic",
+    "make_state_value_net",
+    "make_tanh_normal_actor",
+    "make_transition_batch",
+    "nested_key",
+    "perturb_",
 ]

@@ -6,78 +6,25 @@ import math
 
 import pytest
 import torch
-from tensordict import TensorDict
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
+from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.func import functional_call
 
 from tdrl.envs import CartPoleEnv, PendulumEnv
-from tdrl.modules import MLP, NormalParamExtractor, TanhNormal
+from tdrl.modules import MLP, TanhNormal
 from tdrl.objectives import CQLLoss, DiscreteCQLLoss, HardUpdate, SoftUpdate
 from tdrl.specs import Bounded
-from tdrl.testing import LossContract
+from tdrl.testing import LossContract, agents_keys, bind_stacked, make_transition_batch, perturb_
+from tdrl.testing import make_action_value_net as make_qnet
+from tdrl.testing import make_qvalue_critic as make_critic
+from tdrl.testing import make_tanh_normal_actor as make_actor
 
-OBS, ACT, B, AGENTS = 3, 2, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False, obs=OBS, act=ACT):
-    net = nn.Sequential(MLP(obs, 2 * act, num_cells=16), NormalParamExtractor())
-    keys = [_key(nested, "loc"), _key(nested, "scale")]
-    return ProbabilisticTensorDictSequential(
-        TensorDictModule(net, [_key(nested, "observation")], keys),
-        ProbabilisticTensorDictModule(
-            dict(zip(["loc", "scale"], keys)),
-            [_key(nested, "action")],
-            distribution_class=TanhNormal,
-        ),
-    )
-
-
-def make_critic(nested=False, obs=OBS, act=ACT):
-    keys = [_key(nested, "observation"), _key(nested, "action")]
-    return TensorDictModule(
-        MLP(obs + act, 1, num_cells=16), keys, [_key(nested, "state_action_value")]
-    )
+ACT, B = 2, 6
+NESTED = agents_keys("action", "state_action_value", "reward", "done", "terminated")
 
 
 def make_batch(nested=False, batch=(B,), discrete=False):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    if discrete:
-        td.set(_key(nested, "action"), torch.randint(ACT, lead))
-    else:
-        td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 2 - 1)
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
-
-
-NESTED = {
-    name: ("agents", name)
-    for name in ("action", "state_action_value", "reward", "done", "terminated")
-}
+    return make_transition_batch(nested, batch, action="index" if discrete else "continuous")
 
 
 class TestCQLContract(LossContract):
@@ -96,11 +43,6 @@ class TestCQLContract(LossContract):
         return {n for n, _ in loss.named_parameters()}
 
 
-def make_qnet(nested=False):
-    net = MLP(OBS, ACT, num_cells=16)
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action_value")])
-
-
 class TestDiscreteCQLContract(LossContract):
     loss_terms = {"loss_qvalue", "loss_cql"}
 
@@ -111,9 +53,7 @@ class TestDiscreteCQLContract(LossContract):
         return make_batch(nested, discrete=True)
 
     def nested_keys(self):
-        return {
-            n: ("agents", n) for n in ("action", "action_value", "reward", "done", "terminated")
-        }
+        return agents_keys("action", "action_value", "reward", "done", "terminated")
 
     def trained_params(self, loss):
         return {n for n, _ in loss.named_parameters()}
@@ -162,11 +102,9 @@ def test_matches_plain_cql():
         actor, critics, action_spec=spec, num_random=4, temperature=0.7, min_q_weight=2.0
     )
     loss.make_value_estimator(gamma=0.9)
-    with torch.no_grad():
-        loss.qvalue_network_target_params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
-    targets = [make_critic().module for _ in range(2)]
-    for i, c in enumerate(targets):
-        loss.qvalue_network_target_params["params", "module"][i].to_module(c)
+    perturb_(loss.qvalue_network_target_params, 0.2)
+    target_params = loss.qvalue_network_target_params["params", "module"]
+    targets = bind_stacked(target_params, [make_critic().module for _ in range(2)])
     batch = make_batch()
     torch.manual_seed(1)
     out = loss(batch)

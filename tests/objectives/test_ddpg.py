@@ -11,50 +11,13 @@ from torch import nn
 from tdrl.envs import PendulumEnv
 from tdrl.modules import MLP
 from tdrl.objectives import DDPGLoss, SoftUpdate
-from tdrl.testing import LossContract
+from tdrl.testing import GenericModule, LossContract, agents_keys, perturb_
+from tdrl.testing import make_deterministic_actor as make_actor
+from tdrl.testing import make_qvalue_critic as make_critic
+from tdrl.testing import make_transition_batch as make_batch
 
-OBS, ACT, B, AGENTS = 3, 2, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False):
-    net = nn.Sequential(nn.Linear(OBS, 16), nn.Tanh(), nn.Linear(16, ACT), nn.Tanh())
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action")])
-
-
-def make_critic(nested=False):
-    net = MLP(OBS + ACT, 1, num_cells=16)
-    keys = [_key(nested, "observation"), _key(nested, "action")]
-    return TensorDictModule(net, keys, [_key(nested, "state_action_value")])
-
-
-def make_batch(nested=False, batch=(B,)):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 2 - 1)
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
-
-
-NESTED = {name: ("agents", name) for name in ("state_action_value", "reward", "done", "terminated")}
+OBS, ACT = 3, 2
+NESTED = agents_keys("state_action_value", "reward", "done", "terminated")
 
 
 class TestDDPGContract(LossContract):
@@ -86,28 +49,15 @@ def plain_ddpg(actor, critic, target_actor, target_critic, batch, gamma):
     return actor_loss, critic_loss
 
 
-def _perturb(params):
-    with torch.no_grad():
-        params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
-
-
-class GenericModule(TensorDictModule):
-    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
-
-    def forward(self, tensordict, *args, **kwargs):
-        return super().forward(tensordict, *args, **kwargs)
-
-
 @pytest.mark.parametrize("generic", [False, True])
 def test_matches_plain_ddpg(generic):
     torch.manual_seed(0)
     actor, critic = make_actor(), make_critic()
     if generic:
-        actor = GenericModule(actor.module, actor.in_keys, actor.out_keys)
-        critic = GenericModule(critic.module, critic.in_keys, critic.out_keys)
+        actor, critic = GenericModule.wrap(actor), GenericModule.wrap(critic)
     loss = DDPGLoss(actor, critic, delay_actor=True).make_value_estimator(gamma=0.9)
-    _perturb(loss.actor_network_target_params)
-    _perturb(loss.value_network_target_params)
+    perturb_(loss.actor_network_target_params)
+    perturb_(loss.value_network_target_params)
     target_actor, target_critic = make_actor().module, make_critic().module
     loss.actor_network_target_params["module"].to_module(target_actor)
     loss.value_network_target_params["module"].to_module(target_critic)

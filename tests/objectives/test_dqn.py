@@ -13,45 +13,24 @@ from tdrl.modules import MLP, QValueActor
 from tdrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 from tdrl.objectives.value import functional
 from tdrl.specs import Categorical, OneHot
-from tdrl.testing import LossContract
+from tdrl.testing import GenericModule, LossContract, make_transition_batch, nested_key
 
-OBS, ACT, B, AGENTS = 4, 3, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny ops: intra-op threads only add contention on small shared machines.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
+OBS, ACT, B = 4, 3, 6
 
 
 def make_net(nested=False):
     net = nn.Sequential(nn.Linear(OBS, 16), nn.Tanh(), nn.Linear(16, ACT))
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action_value")])
+    return TensorDictModule(
+        net, [nested_key(nested, "observation")], [nested_key(nested, "action_value")]
+    )
 
 
 def make_batch(nested=False, batch=(B,), one_hot=True):
-    lead = (*batch, AGENTS) if nested else batch
-    index = torch.randint(ACT, lead)
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    td.set(_key(nested, "action"), nn.functional.one_hot(index, ACT).bool() if one_hot else index)
-    td.set(("next", *_tuple(_key(nested, "observation"))), torch.randn(*lead, OBS))
-    td.set(("next", *_tuple(_key(nested, "reward"))), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    td.set(("next", *_tuple(_key(nested, "done"))), done)
-    td.set(("next", *_tuple(_key(nested, "terminated"))), done & (torch.rand(*lead, 1) < 0.5))
+    td = make_transition_batch(nested, batch, obs=OBS, act=ACT, action="index")
+    if one_hot:
+        key = nested_key(nested, "action")
+        td.set(key, nn.functional.one_hot(td.get(key), ACT).bool())
     return td
-
-
-def _tuple(key):
-    return (key,) if isinstance(key, str) else key
 
 
 NESTED = {
@@ -90,20 +69,13 @@ def plain_dqn_loss(q_net, target_net, batch, gamma, double):
     return 0.5 * (q - y).pow(2).mean(), (q - y).abs().squeeze(-1)
 
 
-class GenericModule(TensorDictModule):
-    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
-
-    def forward(self, tensordict, *args, **kwargs):
-        return super().forward(tensordict, *args, **kwargs)
-
-
 @pytest.mark.parametrize("generic", [False, True])
 @pytest.mark.parametrize("double", [False, True])
 def test_matches_plain_dqn(double, generic):
     torch.manual_seed(0)
     net = make_net()
     if generic:
-        net = GenericModule(net.module, net.in_keys, net.out_keys)
+        net = GenericModule.wrap(net)
     loss = DQNLoss(net, double_dqn=double, action_space="categorical")
     loss.make_value_estimator(gamma=0.9)
     with torch.no_grad():  # a target that differs from the live network

@@ -4,93 +4,44 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
 from torch import nn
 
 from tdrl.envs import CartPoleEnv, PendulumEnv
-from tdrl.modules import MLP, NormalParamExtractor, OneHotCategorical, TanhNormal
+from tdrl.modules import TanhNormal
 from tdrl.objectives import DiscreteIQLLoss, IQLLoss, SoftUpdate
-from tdrl.testing import LossContract
+from tdrl.testing import (
+    LossContract,
+    agents_keys,
+    bind_stacked,
+    make_action_value_net,
+    make_categorical_actor,
+    make_qvalue_critic,
+    make_tanh_normal_actor,
+    make_transition_batch,
+    perturb_,
+)
+from tdrl.testing import make_state_value_net as make_value
 
-OBS, ACT, B, AGENTS = 3, 2, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False, obs=OBS, act=ACT, discrete=False):
-    if discrete:
-        logits = _key(nested, "logits")
-        return ProbabilisticTensorDictSequential(
-            TensorDictModule(MLP(obs, act, num_cells=16), [_key(nested, "observation")], [logits]),
-            ProbabilisticTensorDictModule(
-                {"logits": logits}, [_key(nested, "action")], distribution_class=OneHotCategorical
-            ),
-        )
-    net = nn.Sequential(MLP(obs, 2 * act, num_cells=16), NormalParamExtractor())
-    keys = [_key(nested, "loc"), _key(nested, "scale")]
-    return ProbabilisticTensorDictSequential(
-        TensorDictModule(net, [_key(nested, "observation")], keys),
-        ProbabilisticTensorDictModule(
-            dict(zip(["loc", "scale"], keys)),
-            [_key(nested, "action")],
-            distribution_class=TanhNormal,
-        ),
-    )
+B = 6
 
 
-def make_critic(nested=False, obs=OBS, act=ACT, discrete=False):
-    if discrete:
-        net = MLP(obs, act, num_cells=16)
-        return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action_value")])
-    keys = [_key(nested, "observation"), _key(nested, "action")]
-    return TensorDictModule(
-        MLP(obs + act, 1, num_cells=16), keys, [_key(nested, "state_action_value")]
-    )
+def make_actor(nested=False, obs=3, act=2, discrete=False):
+    return (make_categorical_actor if discrete else make_tanh_normal_actor)(nested, obs, act)
 
 
-def make_value(nested=False, obs=OBS):
-    net = MLP(obs, 1, num_cells=16)
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "state_value")])
+def make_critic(nested=False, obs=3, act=2, discrete=False):
+    return (make_action_value_net if discrete else make_qvalue_critic)(nested, obs, act)
 
 
 def make_batch(nested=False, batch=(B,), discrete=False):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    if discrete:
-        td.set(_key(nested, "action"), torch.eye(ACT)[torch.randint(ACT, lead)])
-    else:
-        td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 1.8 - 0.9)
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
+    # Continuous actions stay off the TanhNormal's +-1 edges, where log-probs blow up.
+    action = "one_hot" if discrete else "continuous"
+    return make_transition_batch(nested, batch, action=action, bound=0.9)
 
 
 def _nested(discrete):
     q = "action_value" if discrete else "state_action_value"
-    return {n: ("agents", n) for n in ("action", q, "reward", "done", "terminated")} | {
-        "value": ("agents", "state_value")
-    }
+    return agents_keys("action", q, "reward", "done", "terminated", value="state_value")
 
 
 class TestIQLContract(LossContract):
@@ -155,11 +106,9 @@ def test_matches_plain_iql(discrete):
     cls = DiscreteIQLLoss if discrete else IQLLoss
     loss = cls(actor, critics, value_network=value, expectile=0.8, temperature=2.0)
     loss.make_value_estimator(gamma=0.9)
-    with torch.no_grad():
-        loss.qvalue_network_target_params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
-    targets = [make_critic(discrete=discrete).module for _ in range(2)]
-    for i, c in enumerate(targets):
-        loss.qvalue_network_target_params["params", "module"][i].to_module(c)
+    perturb_(loss.qvalue_network_target_params, 0.2)
+    target_params = loss.qvalue_network_target_params["params", "module"]
+    targets = bind_stacked(target_params, [make_critic(discrete=discrete).module for _ in range(2)])
     batch = make_batch(discrete=discrete)
     out = loss(batch)
     modules = [c.module for c in critics]

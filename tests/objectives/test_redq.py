@@ -4,74 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
-from torch import nn
 from torch.func import functional_call
 
 from tdrl.envs import PendulumEnv
-from tdrl.modules import MLP, NormalParamExtractor, TanhNormal
+from tdrl.modules import TanhNormal
 from tdrl.objectives import REDQLoss, SoftUpdate
-from tdrl.testing import LossContract
+from tdrl.testing import LossContract, agents_keys, bind_stacked, perturb_
+from tdrl.testing import make_qvalue_critic as make_critic
+from tdrl.testing import make_tanh_normal_actor as make_actor
+from tdrl.testing import make_transition_batch as make_batch
 
-OBS, ACT, B, AGENTS, N = 3, 2, 6, 2, 5
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False, obs=OBS, act=ACT):
-    net = nn.Sequential(MLP(obs, 2 * act, num_cells=16), NormalParamExtractor())
-    keys = [_key(nested, "loc"), _key(nested, "scale")]
-    return ProbabilisticTensorDictSequential(
-        TensorDictModule(net, [_key(nested, "observation")], keys),
-        ProbabilisticTensorDictModule(
-            dict(zip(["loc", "scale"], keys)),
-            [_key(nested, "action")],
-            distribution_class=TanhNormal,
-        ),
-    )
-
-
-def make_critic(nested=False, obs=OBS, act=ACT):
-    keys = [_key(nested, "observation"), _key(nested, "action")]
-    return TensorDictModule(
-        MLP(obs + act, 1, num_cells=16), keys, [_key(nested, "state_action_value")]
-    )
-
-
-def make_batch(nested=False, batch=(B,)):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 2 - 1)
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
-
-
-NESTED = {
-    name: ("agents", name)
-    for name in ("action", "state_action_value", "reward", "done", "terminated")
-}
+N = 5
+NESTED = agents_keys("action", "state_action_value", "reward", "done", "terminated")
 
 
 class TestREDQContract(LossContract):
@@ -116,11 +60,9 @@ def test_matches_plain_redq():
     actor, critics = make_actor(), [make_critic() for _ in range(N)]
     loss = REDQLoss(actor, critics, num_qvalue_nets=N, sub_sample_len=2, alpha_init=0.2)
     loss.make_value_estimator(gamma=0.9)
-    with torch.no_grad():
-        loss.qvalue_network_target_params.apply_(lambda t: t.add_(0.5 * torch.randn_like(t)))
-    targets = [make_critic().module for _ in range(N)]
-    for i, c in enumerate(targets):
-        loss.qvalue_network_target_params["params", "module"][i].to_module(c)
+    perturb_(loss.qvalue_network_target_params, 0.5)
+    target_params = loss.qvalue_network_target_params["params", "module"]
+    targets = bind_stacked(target_params, [make_critic().module for _ in range(N)])
     batch = make_batch()
     modules = [c.module for c in critics]
     for seed in range(3):  # several random subsets
@@ -136,8 +78,8 @@ def test_matches_plain_redq():
 
 def test_subset_changes_between_calls_and_bad_size():
     loss = REDQLoss(make_actor(), make_critic(), num_qvalue_nets=N, sub_sample_len=1)
-    with torch.no_grad():  # distinct target critics: a different subset gives another target
-        loss.qvalue_network_target_params.apply_(lambda t: t.add_(torch.randn_like(t)))
+    # distinct target critics: a different subset gives another target
+    perturb_(loss.qvalue_network_target_params, 1.0)
     batch = make_batch()
     targets = set()
     for seed in range(6):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
-from tensordict import TensorDict
 from tensordict.nn import (
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
@@ -14,58 +14,23 @@ from tensordict.nn import (
 )
 
 from tdrl.envs import CartPoleEnv
-from tdrl.modules import MLP, MaskedCategorical, OneHotCategorical
+from tdrl.modules import MLP, MaskedCategorical
 from tdrl.objectives import DiscreteSACLoss, SoftUpdate
-from tdrl.testing import LossContract
+from tdrl.testing import (
+    LossContract,
+    agents_keys,
+    bind_stacked,
+    make_action_value_net,
+    make_categorical_actor,
+    make_transition_batch,
+    perturb_,
+)
 
-OBS, ACT, B, AGENTS = 4, 3, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False, obs=OBS, act=ACT):
-    logits = _key(nested, "logits")
-    return ProbabilisticTensorDictSequential(
-        TensorDictModule(MLP(obs, act, num_cells=16), [_key(nested, "observation")], [logits]),
-        ProbabilisticTensorDictModule(
-            {"logits": logits}, [_key(nested, "action")], distribution_class=OneHotCategorical
-        ),
-    )
-
-
-def make_critic(nested=False, obs=OBS, act=ACT):
-    net = MLP(obs, act, num_cells=16)
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action_value")])
-
-
-def make_batch(nested=False, batch=(B,)):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    td.set(_key(nested, "action"), torch.eye(ACT)[torch.randint(ACT, lead)])
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
-
-
-NESTED = {
-    name: ("agents", name) for name in ("action", "action_value", "reward", "done", "terminated")
-}
+OBS, ACT, B = 4, 3, 6
+make_actor = partial(make_categorical_actor, obs=OBS, act=ACT)
+make_critic = partial(make_action_value_net, obs=OBS, act=ACT)
+make_batch = partial(make_transition_batch, obs=OBS, act=ACT, action="one_hot")
+NESTED = agents_keys("action", "action_value", "reward", "done", "terminated")
 
 
 class TestDiscreteSACContract(LossContract):
@@ -109,11 +74,9 @@ def test_matches_plain_discrete_sac():
     actor, critics = make_actor(), [make_critic(), make_critic()]
     loss = DiscreteSACLoss(actor, critics, num_actions=ACT, alpha_init=0.5)
     loss.make_value_estimator(gamma=0.9)
-    with torch.no_grad():
-        loss.qvalue_network_target_params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
-    target_critics = [make_critic().module for _ in range(2)]
-    for i, c in enumerate(target_critics):
-        loss.qvalue_network_target_params["params", "module"][i].to_module(c)
+    perturb_(loss.qvalue_network_target_params, 0.2)
+    target_params = loss.qvalue_network_target_params["params", "module"]
+    target_critics = bind_stacked(target_params, [make_critic().module for _ in range(2)])
     batch = make_batch()
     out = loss(batch)
     modules = [c.module for c in critics]

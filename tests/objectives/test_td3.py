@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 
@@ -12,54 +11,13 @@ from tdrl.envs import PendulumEnv
 from tdrl.modules import MLP
 from tdrl.objectives import SoftUpdate, TD3Loss
 from tdrl.specs import Bounded
-from tdrl.testing import LossContract
+from tdrl.testing import GenericModule, LossContract, agents_keys, bind_stacked, perturb_
+from tdrl.testing import make_deterministic_actor as make_actor
+from tdrl.testing import make_qvalue_critic as make_critic
+from tdrl.testing import make_transition_batch as make_batch
 
-OBS, ACT, B, AGENTS = 3, 2, 6, 2
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _key(nested, name):
-    return ("agents", name) if nested else name
-
-
-def make_actor(nested=False):
-    net = nn.Sequential(nn.Linear(OBS, 16), nn.Tanh(), nn.Linear(16, ACT), nn.Tanh())
-    return TensorDictModule(net, [_key(nested, "observation")], [_key(nested, "action")])
-
-
-def make_critic(nested=False):
-    keys = [_key(nested, "observation"), _key(nested, "action")]
-    return TensorDictModule(
-        MLP(OBS + ACT, 1, num_cells=16), keys, [_key(nested, "state_action_value")]
-    )
-
-
-def make_batch(nested=False, batch=(B,)):
-    lead = (*batch, AGENTS) if nested else batch
-    td = TensorDict({}, batch)
-    td.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    td.set(_key(nested, "action"), torch.rand(*lead, ACT) * 2 - 1)
-    nxt = TensorDict({}, batch)
-    nxt.set(_key(nested, "observation"), torch.randn(*lead, OBS))
-    nxt.set(_key(nested, "reward"), torch.randn(*lead, 1))
-    done = torch.rand(*lead, 1) < 0.3
-    nxt.set(_key(nested, "done"), done)
-    nxt.set(_key(nested, "terminated"), done & (torch.rand(*lead, 1) < 0.5))
-    td.set("next", nxt)
-    return td
-
-
-NESTED = {
-    name: ("agents", name)
-    for name in ("action", "state_action_value", "reward", "done", "terminated")
-}
+ACT = 2
+NESTED = agents_keys("action", "state_action_value", "reward", "done", "terminated")
 
 
 class TestTD3Contract(LossContract):
@@ -95,30 +53,20 @@ def plain_td3(actor, critics, target_actor, target_critics, batch, gamma, noise,
     return actor_loss, critic_loss
 
 
-class GenericModule(TensorDictModule):
-    """Not a plain TensorDictModule: the loss must swap weights in instead of reading them."""
-
-    def forward(self, tensordict, *args, **kwargs):
-        return super().forward(tensordict, *args, **kwargs)
-
-
 @pytest.mark.parametrize("generic", [False, True])
 def test_matches_plain_td3(generic):
     torch.manual_seed(0)
     actor, critics = make_actor(), [make_critic(), make_critic()]
     if generic:
-        actor = GenericModule(actor.module, actor.in_keys, actor.out_keys)
-        critics = [GenericModule(c.module, c.in_keys, c.out_keys) for c in critics]
+        actor, critics = GenericModule.wrap(actor), [GenericModule.wrap(c) for c in critics]
     loss = TD3Loss(actor, critics, bounds=(-0.5, 0.5), policy_noise=0.3, noise_clip=0.4)
     loss.make_value_estimator(gamma=0.9)
-    with torch.no_grad():
-        for params in (loss.actor_network_target_params, loss.qvalue_network_target_params):
-            params.apply_(lambda t: t.add_(0.2 * torch.randn_like(t)))
+    perturb_(loss.actor_network_target_params)
+    perturb_(loss.qvalue_network_target_params)
     target_actor = make_actor().module
     loss.actor_network_target_params["module"].to_module(target_actor)
-    target_critics = [make_critic().module for _ in range(2)]
-    for i, c in enumerate(target_critics):
-        loss.qvalue_network_target_params["params", "module"][i].to_module(c)
+    target_params = loss.qvalue_network_target_params["params", "module"]
+    target_critics = bind_stacked(target_params, [make_critic().module for _ in range(2)])
     batch = make_batch()
     torch.manual_seed(1)
     out = loss(batch)
