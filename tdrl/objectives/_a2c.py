@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from tensordict import TensorDictBase
-from torch import Tensor, distributions
-
 from tdrl.objectives._policy_gradient import PolicyGradientLoss
 
 __all__ = ["A2CLoss"]
@@ -19,26 +16,9 @@ class A2CLoss(PolicyGradientLoss):
 
     Examples:
         >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
-        ...     ProbabilisticTensorDictSequential, TensorDictModule)
-        >>> from tdrl.modules.distributions import OneHotCategorical
-        >>> actor = ProbabilisticTensorDictSequential(
-        ...     TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["logits"]),
-        ...     ProbabilisticTensorDictModule(["logits"], ["action"],
-        ...                                   distribution_class=OneHotCategorical))
-        >>> batch = TensorDict({"observation": torch.randn(8, 3),
-        ...                     "action": torch.eye(2)[torch.randint(2, (8,))],
-        ...                     "advantage": torch.randn(8, 1)}, [8])
-        >>> A2CLoss(actor)(batch)["loss_objective"].shape
+        >>> from tdrl.testing import make_categorical_actor, make_transition_batch
+        >>> batch = make_transition_batch(batch=(8,), action="one_hot")
+        >>> batch["advantage"] = torch.randn(8, 1)
+        >>> A2CLoss(make_categorical_actor())(batch)["loss_objective"].shape
         torch.Size([])
     """
-
-    def _objective(
-        self,
-        td: TensorDictBase,
-        dist: distributions.Distribution,
-        log_prob: Tensor,
-        advantage: Tensor,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        return -(log_prob * advantage.detach()).mean(), {}

@@ -47,7 +47,9 @@ def _match(x: Tensor, like: Tensor) -> Tensor:
 class PolicyGradientLoss(LossModule):
     """Actor (a probabilistic module with ``get_dist``), optional critic, entropy bonus.
 
-    Subclasses write ``_objective(td, dist, log_prob, advantage) -> (loss, diagnostics)``.
+    Subclasses choose the objective with ``_objective(td, dist, log_prob, advantage) ->
+    (loss, diagnostics)``; the default is the likelihood-ratio gradient ``-E[log pi(a|s) * A]``
+    that A2C and REINFORCE share (PPO variants replace it with their ratio objectives).
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -154,7 +156,8 @@ class PolicyGradientLoss(LossModule):
         log_prob: Tensor,
         advantage: Tensor,
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        raise NotImplementedError
+        # The likelihood-ratio gradient -E[log pi(a|s) * A] (A2C, REINFORCE); PPO overrides it.
+        return -(log_prob * advantage.detach()).mean(), {}
 
     # ---------------------------------------------------------------- forward
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

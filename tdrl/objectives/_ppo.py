@@ -89,19 +89,11 @@ class ClipPPOLoss(PPOLoss):
 
     Examples:
         >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
-        ...     ProbabilisticTensorDictSequential, TensorDictModule)
-        >>> from tdrl.modules.distributions import OneHotCategorical
-        >>> actor = ProbabilisticTensorDictSequential(
-        ...     TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["logits"]),
-        ...     ProbabilisticTensorDictModule(["logits"], ["action"],
-        ...                                   distribution_class=OneHotCategorical))
-        >>> batch = TensorDict({"observation": torch.randn(8, 3),
-        ...                     "action": torch.eye(2)[torch.randint(2, (8,))],
-        ...                     "action_log_prob": torch.full((8,), -0.7),
-        ...                     "advantage": torch.randn(8, 1)}, [8])
-        >>> out = ClipPPOLoss(actor, clip_epsilon=0.1)(batch)
+        >>> from tdrl.testing import make_categorical_actor, make_transition_batch
+        >>> batch = make_transition_batch(batch=(8,), action="one_hot")
+        >>> batch["action_log_prob"] = torch.full((8,), -0.7)
+        >>> batch["advantage"] = torch.randn(8, 1)
+        >>> out = ClipPPOLoss(make_categorical_actor(), clip_epsilon=0.1)(batch)
         >>> bool(out["loss_objective"].requires_grad)
         True
     """
@@ -153,19 +145,11 @@ class KLPENPPOLoss(PPOLoss):
 
     Examples:
         >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
-        ...     ProbabilisticTensorDictSequential, TensorDictModule)
-        >>> from tdrl.modules.distributions import OneHotCategorical
-        >>> actor = ProbabilisticTensorDictSequential(
-        ...     TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["logits"]),
-        ...     ProbabilisticTensorDictModule(["logits"], ["action"],
-        ...                                   distribution_class=OneHotCategorical))
-        >>> batch = TensorDict({"observation": torch.randn(8, 3),
-        ...                     "action": torch.eye(2)[torch.randint(2, (8,))],
-        ...                     "action_log_prob": torch.full((8,), -0.7),
-        ...                     "advantage": torch.randn(8, 1)}, [8])
-        >>> out = KLPENPPOLoss(actor, dtarg=0.02)(batch)
+        >>> from tdrl.testing import make_categorical_actor, make_transition_batch
+        >>> batch = make_transition_batch(batch=(8,), action="one_hot")
+        >>> batch["action_log_prob"] = torch.full((8,), -0.7)
+        >>> batch["advantage"] = torch.randn(8, 1)
+        >>> out = KLPENPPOLoss(make_categorical_actor(), dtarg=0.02)(batch)
         >>> bool(out["loss_objective"].requires_grad)
         True
     """

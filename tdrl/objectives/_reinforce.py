@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from tensordict import TensorDictBase
-from torch import Tensor, distributions
-
 from tdrl.objectives._policy_gradient import PolicyGradientLoss
 from tdrl.objectives.value import ValueEstimators
 
@@ -19,22 +16,11 @@ class ReinforceLoss(PolicyGradientLoss):
     Arguments are those of :class:`~tdrl.objectives.PPOLoss`; the entropy bonus is off by default.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
-        ...     ProbabilisticTensorDictSequential, TensorDictModule)
-        >>> from tdrl.modules.distributions import OneHotCategorical
-        >>> actor = ProbabilisticTensorDictSequential(
-        ...     TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["logits"]),
-        ...     ProbabilisticTensorDictModule(["logits"], ["action"],
-        ...                                   distribution_class=OneHotCategorical))
-        >>> critic = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
-        >>> batch = TensorDict({"observation": torch.randn(2, 5, 3),
-        ...     "action": torch.eye(2)[torch.randint(2, (2, 5))],
-        ...     "next": {"observation": torch.randn(2, 5, 3), "reward": torch.ones(2, 5, 1),
-        ...              "done": torch.zeros(2, 5, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(2, 5, 1, dtype=torch.bool)}}, [2, 5])
-        >>> sorted(ReinforceLoss(actor, critic)(batch).keys())
+        >>> from tdrl.testing import (make_categorical_actor, make_state_value_net,
+        ...     make_transition_batch)
+        >>> batch = make_transition_batch(batch=(2, 5), action="one_hot")
+        >>> loss = ReinforceLoss(make_categorical_actor(), make_state_value_net())
+        >>> sorted(loss(batch).keys())
         ['explained_variance', 'loss_critic', 'loss_objective']
     """
 
@@ -42,12 +28,3 @@ class ReinforceLoss(PolicyGradientLoss):
 
     def __init__(self, *args, entropy_bonus: bool = False, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, entropy_bonus=entropy_bonus, **kwargs)
-
-    def _objective(
-        self,
-        td: TensorDictBase,
-        dist: distributions.Distribution,
-        log_prob: Tensor,
-        advantage: Tensor,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        return -(log_prob * advantage.detach()).mean(), {}
