@@ -62,21 +62,11 @@ class CQLLoss(SACLoss):
         lagrange_thresh: the target gap of the lagrange option.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
-        >>> from tdrl.modules import ValueOperator
-        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
-        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-        ...                            ["loc", "scale"], distribution_class=TanhNormal)
-        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
-        >>> loss = CQLLoss(actor, critic, with_lagrange=True, lagrange_thresh=5.0)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
-        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
-        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
+        ...     make_transition_batch)
+        >>> loss = CQLLoss(make_tanh_normal_actor(), make_qvalue_critic(), with_lagrange=True,
+        ...                lagrange_thresh=5.0)
+        >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> sum(v for k, v in out.items() if k.startswith("loss_")).backward()
         >>> sorted(k for k in out.keys() if k.startswith("loss_"))
@@ -200,16 +190,9 @@ class DiscreteCQLLoss(DQNLoss):
         min_q_weight: the weight of the conservative term.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> net = TensorDictModule(torch.nn.Linear(4, 2), ["observation"], ["action_value"])
-        >>> loss = DiscreteCQLLoss(net, action_space="categorical")
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(8, 4), "action": torch.randint(2, (8,)),
-        ...     "next": {"observation": torch.randn(8, 4), "reward": torch.ones(8, 1),
-        ...              "done": torch.zeros(8, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
+        >>> from tdrl.testing import make_action_value_net, make_transition_batch
+        >>> loss = DiscreteCQLLoss(make_action_value_net(), action_space="categorical")
+        >>> batch = make_transition_batch(batch=(8,), action="index")
         >>> out = loss(batch)
         >>> (out["loss_qvalue"] + out["loss_cql"]).backward()
         >>> bool(out["cql_gap"] > 0)  # logsumexp exceeds any single value

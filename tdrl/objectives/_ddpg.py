@@ -51,17 +51,10 @@ class DDPGLoss(LossModule):
         delay_value: use a target critic for the next value.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tdrl.modules import MLP, Actor, ValueOperator
-        >>> actor = Actor(MLP(3, 2, num_cells=8))
-        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
-        >>> loss = DDPGLoss(actor, critic)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
-        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
-        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
+        ...     make_transition_batch)
+        >>> loss = DDPGLoss(make_deterministic_actor(), make_qvalue_critic())
+        >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_value"]).backward()
         >>> sorted(out.keys())

@@ -61,22 +61,11 @@ class IQLLoss(LossModule):
             losses.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
-        >>> from tdrl.modules import ValueOperator
-        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
-        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-        ...                            ["loc", "scale"], distribution_class=TanhNormal)
-        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
-        >>> value = ValueOperator(MLP(3, 1, num_cells=8), in_keys=["observation"])
-        >>> loss = IQLLoss(actor, critic, value_network=value)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2) * 2 - 1,
-        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
-        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> from tdrl.testing import (make_qvalue_critic, make_state_value_net,
+        ...     make_tanh_normal_actor, make_transition_batch)
+        >>> loss = IQLLoss(make_tanh_normal_actor(), make_qvalue_critic(),
+        ...                value_network=make_state_value_net())
+        >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
     """
@@ -191,21 +180,11 @@ class DiscreteIQLLoss(IQLLoss):
         delay_qvalue: use target critics in the value and actor losses.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from tdrl.modules import MLP, OneHotCategorical, ProbabilisticActor, ValueOperator
-        >>> actor = ProbabilisticActor(
-        ...     TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["logits"]),
-        ...     ["logits"], distribution_class=OneHotCategorical)
-        >>> critic = TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["action_value"])
-        >>> value = ValueOperator(MLP(4, 1, num_cells=8))
-        >>> loss = DiscreteIQLLoss(actor, critic, value_network=value)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(5, 4), "action": torch.eye(2)[torch.randint(2, (5,))],
-        ...     "next": {"observation": torch.randn(5, 4), "reward": torch.ones(5, 1),
-        ...              "done": torch.zeros(5, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(5, 1, dtype=torch.bool)}}, batch_size=[5])
+        >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
+        ...     make_state_value_net, make_transition_batch)
+        >>> loss = DiscreteIQLLoss(make_categorical_actor(), make_action_value_net(),
+        ...                        value_network=make_state_value_net())
+        >>> batch = make_transition_batch(batch=(5,), action="one_hot")
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
     """

@@ -40,25 +40,15 @@ class REDQLoss(SACLoss):
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal
-        >>> from tdrl.modules import ValueOperator
-        >>> net = torch.nn.Sequential(MLP(3, 4, num_cells=8), NormalParamExtractor())
-        >>> actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-        ...                            ["loc", "scale"], distribution_class=TanhNormal)
-        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
-        >>> loss = REDQLoss(actor, critic, num_qvalue_nets=10, sub_sample_len=2)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
-        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
-        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
+        ...     make_transition_batch)
+        >>> loss = REDQLoss(make_tanh_normal_actor(), make_qvalue_critic(), num_qvalue_nets=10,
+        ...                 sub_sample_len=2)
+        >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
         >>> loss.qvalue_network.params["module", "0", "weight"].shape
-        torch.Size([10, 8, 5])
+        torch.Size([10, 16, 5])
     """
 
     def __init__(

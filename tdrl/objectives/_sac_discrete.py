@@ -62,20 +62,10 @@ class DiscreteSACLoss(_EntropyRegularized):
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from tdrl.modules import MLP, OneHotCategorical, ProbabilisticActor
-        >>> actor = ProbabilisticActor(
-        ...     TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["logits"]),
-        ...     ["logits"], distribution_class=OneHotCategorical)
-        >>> critic = TensorDictModule(MLP(4, 2, num_cells=8), ["observation"], ["action_value"])
-        >>> loss = DiscreteSACLoss(actor, critic, num_actions=2)
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(5, 4), "action": torch.eye(2)[torch.randint(2, (5,))],
-        ...     "next": {"observation": torch.randn(5, 4), "reward": torch.ones(5, 1),
-        ...              "done": torch.zeros(5, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(5, 1, dtype=torch.bool)}}, batch_size=[5])
+        >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
+        ...     make_transition_batch)
+        >>> loss = DiscreteSACLoss(make_categorical_actor(), make_action_value_net(), num_actions=2)
+        >>> batch = make_transition_batch(batch=(5,), action="one_hot")
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
         >>> round(loss.target_entropy, 4)  # 0.98 * log(2)

@@ -60,17 +60,10 @@ class TD3Loss(LossModule):
         delay_qvalue: use target critics for the next value.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tdrl.modules import MLP, Actor, ValueOperator
-        >>> actor = Actor(torch.nn.Sequential(MLP(3, 2, num_cells=8), torch.nn.Tanh()))
-        >>> critic = ValueOperator(MLP(5, 1, num_cells=8), in_keys=["observation", "action"])
-        >>> loss = TD3Loss(actor, critic, bounds=(-1.0, 1.0))
-        >>> batch = TensorDict({
-        ...     "observation": torch.randn(4, 3), "action": torch.rand(4, 2),
-        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
-        ...              "done": torch.zeros(4, 1, dtype=torch.bool),
-        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
+        ...     make_transition_batch)
+        >>> loss = TD3Loss(make_deterministic_actor(), make_qvalue_critic(), bounds=(-1.0, 1.0))
+        >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"]).backward()
         >>> out["td_error"].shape
