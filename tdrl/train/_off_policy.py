@@ -41,7 +41,9 @@ class OffPolicyTrainer(Trainer):
         self.agent = make_agent(config["algorithm"], self.env, config)
         self.policy = self.agent.policy
         oc, rc, tc = config["optim"], config["buffer"], config.get("target", {})
-        self.optimizer = torch.optim.Adam(self.agent.loss.parameters(), lr=float(oc["lr"]))
+        self.optimizer = torch.optim.Adam(
+            self.agent.loss.parameters(), lr=float(oc["lr"]), fused=True
+        )
         self.buffer = TensorDictReplayBuffer(
             storage=LazyTensorStorage(int(rc["capacity"])), batch_size=int(rc["batch_size"])
         )

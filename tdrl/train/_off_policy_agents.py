@@ -88,8 +88,11 @@ def _dqn(env: EnvBase, config: dict[str, Any]) -> Agent:
     net = _mlp(n_obs, int(spec.n), config.get("model", {}))  # type: ignore[attr-defined]
     policy = QValueActor(net, ["observation"], spec=spec)
     lc, ec = config.get("loss", {}), config.get("exploration", {})
+    # The loss gets the Q-network alone (the argmax head is only needed to act): it shares the
+    # policy's parameters and lets the loss run the plain MLP straight from its weights.
     loss = DQNLoss(
-        policy,
+        policy[0],
+        action_space=spec,
         loss_function=lc.get("loss_function", "l2"),
         double_dqn=bool(lc.get("double_dqn", False)),
     )

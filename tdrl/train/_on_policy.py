@@ -50,7 +50,7 @@ class OnPolicyTrainer(Trainer):
         self.policy = actor
         oc = config["optim"]
         self.lr = float(oc["lr"])
-        self.optimizer = torch.optim.Adam(loss.parameters(), lr=self.lr, eps=1e-5)
+        self.optimizer = torch.optim.Adam(loss.parameters(), lr=self.lr, eps=1e-5, fused=True)
         self.modules = {"loss": loss}
         self.optimizers = {"optim": self.optimizer}
 
