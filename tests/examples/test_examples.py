@@ -27,7 +27,25 @@ def test_ppo_cartpole():
     assert math.isfinite(result) and result >= 1.0
 
 
+def test_ppo_lstm():
+    result = _load("ppo_lstm").main(frames=256, num_envs=4, steps=16)
+    assert math.isfinite(result) and 1.0 <= result <= 500.0
+
+
+def test_ppo_masked():
+    module = _load("ppo_masked")
+    result = module.main(frames=512, num_envs=4)
+    # A masked policy never plays an illegal action (reward -1, episode over): every
+    # evaluation episode runs to the horizon with rewards in {0, 1}.
+    assert 0.0 <= result <= module.MAX_STEPS
+
+
 def test_every_example_is_tested():
-    tested = {"random_rollout", "ppo_cartpole"}
+    tested = {
+        "random_rollout",
+        "ppo_cartpole",
+        "ppo_lstm",
+        "ppo_masked",
+    }
     names = {p.stem for p in EXAMPLES.glob("*.py")}
     assert names <= tested, f"examples without a test: {sorted(names - tested)}"
