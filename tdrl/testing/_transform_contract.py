@@ -209,7 +209,7 @@ class TransformContract:
     """Checks every transform passes; subclass it in a ``Test*`` class.
 
     Implement :meth:`make_transform` (a fresh transform for a layout). Optional: ``layouts``,
-    ``batch_sizes``, ``forward_mode`` (``"env"``: ``forward`` on a rollout of the base env
+    ``batch_sizes``, ``partial_resets`` (False: a partial reset must raise), ``forward_mode`` (``"env"``: ``forward`` on a rollout of the base env
     gives what the TransformedEnv gives; ``"raises"``: ``forward`` raises ``RuntimeError``
     because the transform only works inside an env; ``"custom"``: override
     :meth:`check_forward`) and :meth:`make_env`.
@@ -218,6 +218,7 @@ class TransformContract:
     layouts: tuple[str, ...] = ("flat", "nested")
     batch_sizes: tuple[tuple[int, ...], ...] = ((), (2, 3))
     forward_mode: str = "env"
+    partial_resets: bool = True
     steps: int = 5
 
     # ------------------------------------------------------------------ to implement
@@ -336,9 +337,34 @@ class TransformContract:
         assert not missing, f"forward does not produce {sorted(map(str, missing))}"
         assert not extra, f"forward produces {sorted(map(str, extra))}, the env does not"
 
+    def _check_partial_reset_flat(self, batch_size: Any) -> None:
+        """Flat layout: a root ``_reset`` for the first member keeps every other member's data."""
+        env = self._env("flat", batch_size)
+        torch.manual_seed(0)
+        td = env.step_mdp(env.step(env.rand_action(env.reset())))
+        b = tuple(env.batch_size)
+        mask = torch.zeros(env.full_done_spec["done"].shape, dtype=torch.bool)
+        if b:
+            mask[(0,) * len(b)] = True
+        td.set("_reset", mask)
+        if not self.partial_resets:
+            # transforms that cannot reset part of a batch must say so, naming themselves
+            with pytest.raises(RuntimeError, match=type(env.transform[0]).__name__):
+                env.reset(td.clone())
+            return
+        out = env.reset(td.clone())
+        member = mask.reshape(*b, -1).any(-1)
+        for key in out.keys(True, True):
+            old = td.get(key, None)
+            if old is None:
+                continue
+            keep = ~member.reshape(*b, *([1] * (old.ndim - len(b)))).expand(old.shape)
+            torch.testing.assert_close(out[key][keep], old[keep], msg=f"key {key}")
+
     def test_contract_partial_reset_keeps_other_groups(self, batch_size: Any) -> None:
         if "nested" not in self.layouts:
-            pytest.skip("the transform has no nested layout")
+            self._check_partial_reset_flat(batch_size)
+            return
         env = self._env("nested", batch_size)
         torch.manual_seed(0)
         td = env.step_mdp(env.step(env.rand_action(env.reset())))

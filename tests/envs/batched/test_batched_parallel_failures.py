@@ -135,9 +135,15 @@ def test_ctrl_c_while_waiting_closes_the_env():
         if entered.wait(20):
             signal.pthread_kill(main, signal.SIGINT)  # type: ignore[arg-type]
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        env.step(td)
+    # A shell that starts the tests in the background ignores SIGINT; Python then keeps SIG_IGN
+    # and Ctrl-C would never become a KeyboardInterrupt. Install Python's handler explicitly.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            env.step(td)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert env.is_closed and not any(_exists(p) for p in pids)
 
 

@@ -17,6 +17,7 @@ class TestFrameSkipContract(TransformContract):
 
 
 class TestNoopResetContract(TransformContract):
+    partial_resets = False
     forward_mode = "raises"
     layouts = ("flat",)
     batch_sizes = ((),)  # partial resets of a batch are refused by design
