@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pickle
+import pickle  # IPC with our own worker processes only: never used to load a checkpoint
 import signal
 import sys
 import threading
