@@ -27,6 +27,14 @@ def test_ppo_cartpole():
     assert math.isfinite(result) and result >= 1.0
 
 
+def test_sac_pendulum():
+    result = _load("sac_pendulum").main(
+        frames=256, num_envs=2, init_random_frames=128, batch_size=32
+    )
+    # Pendulum costs at most pi^2 + 0.1 * 8^2 + 0.001 * 2^2 per step, for 200 steps.
+    assert math.isfinite(result) and -200 * 16.3 <= result <= 0.0
+
+
 def test_ppo_lstm():
     result = _load("ppo_lstm").main(frames=256, num_envs=4, steps=16)
     assert math.isfinite(result) and 1.0 <= result <= 500.0
@@ -40,12 +48,19 @@ def test_ppo_masked():
     assert 0.0 <= result <= module.MAX_STEPS
 
 
+def test_mappo_navigation():
+    result = _load("mappo_navigation").main(frames=256, num_envs=4)
+    assert math.isfinite(result)
+
+
 def test_every_example_is_tested():
     tested = {
         "random_rollout",
         "ppo_cartpole",
+        "sac_pendulum",
         "ppo_lstm",
         "ppo_masked",
+        "mappo_navigation",
     }
     names = {p.stem for p in EXAMPLES.glob("*.py")}
     assert names <= tested, f"examples without a test: {sorted(names - tested)}"
