@@ -30,8 +30,8 @@ def _next(key: NestedKey) -> NestedKey:
 class RecurrentModuleBase(TensorDictModuleBase):
     """Base of :class:`LSTMModule` and :class:`GRUModule` (see their docs for the contract).
 
-    Subclasses build one single-layer ``batch_first`` RNN per layer (so that the state of
-    every layer is known at every step) and implement :meth:`_run_layer` (a fused run) and
+    The base builds one single-layer ``batch_first`` ``rnn`` per layer (so that the state of
+    every layer is known at every step); subclasses implement :meth:`_run_layer` (a fused run) and
     :meth:`_layer_states` (the states after every step of a sequence).
 
     Examples:
@@ -51,13 +51,18 @@ class RecurrentModuleBase(TensorDictModuleBase):
         state_keys: tuple[NestedKey, ...],
         num_layers: int,
         dropout: float,
+        bias: bool,
         is_init_key: NestedKey,
-        layers: list[nn.Module],
+        device: torch.device | str | None,
+        rnn: type[nn.LSTM] | type[nn.GRU],
     ) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.dropout = dropout
-        self.layers = nn.ModuleList(layers)
+        sizes = [input_size] + [hidden_size] * (num_layers - 1)
+        self.layers = nn.ModuleList(
+            rnn(s, hidden_size, bias=bias, batch_first=True, device=device) for s in sizes
+        )
         self.in_key, self.out_key, self.is_init_key = in_key, out_key, is_init_key
         self.state_keys = state_keys
         self.in_keys = cast(list[Any], [in_key, *state_keys, is_init_key])

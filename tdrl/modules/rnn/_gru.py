@@ -21,16 +21,8 @@ class GRUModule(RecurrentModuleBase):
     so the per-step states come straight from the fused kernel.
 
     Args:
-        input_size: size of the last dim of ``in_key``.
-        hidden_size: hidden size.
-        in_key: the input entry.
-        out_key: the output entry (the last layer's hidden state).
-        num_layers: stacked layers.
-        dropout: dropout between layers (training only).
-        bias: whether the layers have biases.
-        state_key: the hidden-state entry.
-        is_init_key: the episode-start flag.
-        device: where the parameters are created.
+        state_key: the hidden-state entry (in place of :class:`LSTMModule`'s ``state_keys``).
+        The other arguments are those of :class:`LSTMModule`.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -60,10 +52,6 @@ class GRUModule(RecurrentModuleBase):
         is_init_key: NestedKey = "is_init",
         device: DeviceLike = None,
     ) -> None:
-        sizes = [input_size] + [hidden_size] * (num_layers - 1)
-        layers: list[nn.Module] = [
-            nn.GRU(s, hidden_size, bias=bias, batch_first=True, device=device) for s in sizes
-        ]
         super().__init__(
             input_size,
             hidden_size,
@@ -72,8 +60,10 @@ class GRUModule(RecurrentModuleBase):
             state_keys=(state_key,),
             num_layers=num_layers,
             dropout=dropout,
+            bias=bias,
             is_init_key=is_init_key,
-            layers=layers,
+            device=device,
+            rnn=nn.GRU,
         )
 
     def _run_layer(

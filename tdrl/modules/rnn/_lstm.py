@@ -129,10 +129,6 @@ class LSTMModule(RecurrentModuleBase):
         is_init_key: NestedKey = "is_init",
         device: DeviceLike = None,
     ) -> None:
-        sizes = [input_size] + [hidden_size] * (num_layers - 1)
-        layers: list[nn.Module] = [
-            nn.LSTM(s, hidden_size, bias=bias, batch_first=True, device=device) for s in sizes
-        ]
         super().__init__(
             input_size,
             hidden_size,
@@ -141,8 +137,10 @@ class LSTMModule(RecurrentModuleBase):
             state_keys=tuple(state_keys),
             num_layers=num_layers,
             dropout=dropout,
+            bias=bias,
             is_init_key=is_init_key,
-            layers=layers,
+            device=device,
+            rnn=nn.LSTM,
         )
 
     def _run_layer(
