@@ -6,16 +6,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
-from tdrl.envs.builtin._common import (
-    discrete_action_spec,
-    kept_done_flags,
-    make_generator,
-    read_mask,
-    seed_generator,
-)
-from tdrl.envs.core import EnvBase
+from tdrl.envs.builtin._common import StatefulEnvBase, discrete_action_spec
 from tdrl.specs import Unbounded
 
 __all__ = ["CartPoleEnv"]
@@ -33,7 +26,7 @@ _X_LIMIT = 2.4
 _THETA_LIMIT = 12 * 2 * math.pi / 360
 
 
-class CartPoleEnv(EnvBase):
+class CartPoleEnv(StatefulEnvBase):
     """Balance a pole on a cart by pushing the cart left or right (``CartPole-v1`` dynamics).
 
     Every member of the batch is simulated with the same tensor ops (Euler integration, the
@@ -79,24 +72,15 @@ class CartPoleEnv(EnvBase):
         max_episode_steps: int = 500,
     ) -> None:
         super().__init__(batch_size=batch_size, device=device)
-        if max_episode_steps < 1:
-            raise ValueError(
-                f"CartPoleEnv.__init__: max_episode_steps must be positive (got "
-                f"{max_episode_steps}; expected >= 1). Pass a positive horizon."
-            )
+        self._init_state(4, max_episode_steps)
         self.categorical_action_encoding = categorical_action_encoding
-        self.max_episode_steps = int(max_episode_steps)
         b, dev = self.batch_size, self.device
         self.observation_spec = Unbounded(shape=(*b, 4), device=dev)
         self.action_spec = discrete_action_spec(2, b, dev, categorical_action_encoding)
         self.reward_spec = Unbounded(shape=(*b, 1), device=dev)
         self.full_done_spec = self.default_done_spec()
-        self._rng = make_generator(dev)
-        self._state = torch.zeros((*b, 4), device=dev)
-        self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
         # Termination bounds per state entry (the velocities are unbounded).
         self._limits = torch.tensor([_X_LIMIT, math.inf, _THETA_LIMIT, math.inf], device=dev)
-        self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
 
     @property
     def state(self) -> torch.Tensor:
@@ -116,44 +100,15 @@ class CartPoleEnv(EnvBase):
             >>> td["observation"].tolist()
             [0.0, 0.0, 0.10000000149011612, 0.0]
         """
-        b = self.batch_size
-        self._state = torch.as_tensor(state, device=self._state.device).to(torch.float32)
-        self._state = self._state.expand(*b, 4).clone()
-        steps = torch.as_tensor(step_count, dtype=torch.int64, device=self._steps.device)
-        self._steps = steps.expand(*b, 1).clone()
-        return self._output(None)
+        return self._place(state, step_count)
 
-    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
+    def _observation(self) -> torch.Tensor:
         # A copy of the state: whatever a consumer does to it in place cannot reach the env.
-        data = {"observation": self._state.clone()}
-        if extra is None:
-            data.update(
-                done=self._false.clone(),
-                terminated=self._false.clone(),
-                truncated=self._false.clone(),
-            )
-        else:
-            data.update(extra)
-        return TensorDict._new_unsafe(data, batch_size=self.batch_size, device=self.device)
+        return self._state.clone()
 
-    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        b = self.batch_size
-        fresh = torch.rand((*b, 4), generator=self._rng, device=self._state.device)
-        fresh = fresh.mul_(0.1).sub_(0.05)
-        mask = read_mask(tensordict, "_reset", (*b, 1))
-        if mask is None:
-            self._state = fresh
-            self._steps = torch.zeros_like(self._steps)
-            return self._output(None)
-        self._state = torch.where(mask, fresh, self._state)
-        self._steps = torch.where(mask, 0, self._steps)
-        return self._output(kept_done_flags(tensordict, mask))  # type: ignore[arg-type]
-
-    def _merge_reset(
-        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
-    ) -> TensorDictBase:
-        # _reset returns every member's entries (the old ones where no reset was asked).
-        return old.update(new)
+    def _fresh_state(self) -> torch.Tensor:
+        fresh = torch.rand((*self.batch_size, 4), generator=self._rng, device=self._state.device)
+        return fresh.mul_(0.1).sub_(0.05)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
@@ -172,9 +127,6 @@ class CartPoleEnv(EnvBase):
                 "truncated": truncated,
             }
         )
-
-    def _set_seed(self, seed: int) -> None:
-        seed_generator(self._rng, seed)
 
 
 def _integrate(state: torch.Tensor, force: torch.Tensor) -> torch.Tensor:

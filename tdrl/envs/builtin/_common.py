@@ -1,16 +1,19 @@
-"""Helpers shared by the built-in envs: generators, reset masks and discrete action specs."""
+"""Helpers shared by the built-in envs: generators, reset masks, discrete action specs and the
+base of the envs whose state lives in the env."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
+from tdrl.envs.core import EnvBase
 from tdrl.specs import Categorical, OneHot, TensorSpec
 
 __all__ = [
+    "StatefulEnvBase",
     "action_index",
     "discrete_action_spec",
     "kept_done_flags",
@@ -83,3 +86,79 @@ def action_index(action: torch.Tensor, categorical_action_encoding: bool) -> tor
     if categorical_action_encoding:
         return action.long()
     return action.to(torch.uint8).argmax(-1)
+
+
+class StatefulEnvBase(EnvBase):
+    """An env whose state ``[*B, D]`` and step counter ``[*B, 1]`` live in the env.
+
+    Subclasses call :meth:`_init_state` in ``__init__`` right after ``EnvBase.__init__`` (it
+    checks ``max_episode_steps`` and creates the state, counter and generator) and implement
+    :meth:`_observation` (the observation of the current state) and :meth:`_fresh_state` (a
+    state drawn for every member at reset). ``_reset`` resets the members flagged in ``_reset``
+    (all of them without one) and returns every member's entries, so EnvBase's merge is skipped.
+    """
+
+    _rng: torch.Generator
+    _state: torch.Tensor
+    _steps: torch.Tensor
+    _false: torch.Tensor
+
+    def _init_state(self, dim: int, max_episode_steps: int) -> None:
+        if max_episode_steps < 1:
+            raise ValueError(
+                f"{type(self).__name__}.__init__: max_episode_steps must be positive (got "
+                f"{max_episode_steps}; expected >= 1). Pass a positive horizon."
+            )
+        self.max_episode_steps = int(max_episode_steps)
+        b, dev = self.batch_size, self.device
+        self._rng = make_generator(dev)
+        self._state = torch.zeros((*b, dim), device=dev)
+        self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
+        self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
+
+    def _observation(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _fresh_state(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _place(self, state: torch.Tensor, step_count: torch.Tensor | int) -> TensorDictBase:
+        """``set_state``: every member in ``state`` after ``step_count`` steps; the root data."""
+        b, dim = self.batch_size, self._state.shape[-1]
+        state = torch.as_tensor(state, device=self._state.device).to(torch.float32)
+        self._state = state.expand(*b, dim).clone()
+        steps = torch.as_tensor(step_count, dtype=torch.int64, device=self._steps.device)
+        self._steps = steps.expand(*b, 1).clone()
+        return self._output(None)
+
+    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
+        data = {"observation": self._observation()}
+        if extra is None:
+            data.update(
+                done=self._false.clone(),
+                terminated=self._false.clone(),
+                truncated=self._false.clone(),
+            )
+        else:
+            data.update(extra)
+        return TensorDict._new_unsafe(data, batch_size=self.batch_size, device=self.device)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        fresh = self._fresh_state()
+        mask = read_mask(tensordict, "_reset", (*self.batch_size, 1))
+        if mask is None:
+            self._state = fresh
+            self._steps = torch.zeros_like(self._steps)
+            return self._output(None)
+        self._state = torch.where(mask, fresh, self._state)
+        self._steps = torch.where(mask, 0, self._steps)
+        return self._output(kept_done_flags(tensordict, mask))  # type: ignore[arg-type]
+
+    def _merge_reset(
+        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
+    ) -> TensorDictBase:
+        # _reset returns every member's entries (the old ones where no reset was asked).
+        return old.update(new)
+
+    def _set_seed(self, seed: int) -> None:
+        seed_generator(self._rng, seed)

@@ -6,15 +6,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
-from tdrl.envs.builtin._common import (
-    kept_done_flags,
-    make_generator,
-    read_mask,
-    seed_generator,
-)
-from tdrl.envs.core import EnvBase
+from tdrl.envs.builtin._common import StatefulEnvBase
 from tdrl.specs import Bounded, Unbounded
 
 __all__ = ["PendulumEnv"]
@@ -26,7 +20,7 @@ _MASS = 1.0
 _LENGTH = 1.0
 
 
-class PendulumEnv(EnvBase):
+class PendulumEnv(StatefulEnvBase):
     """The inverted-pendulum swing-up task with the dynamics and reward of ``Pendulum-v1``.
 
     The angle ``theta`` (0 = upright) and angular velocity evolve with a semi-implicit Euler
@@ -68,25 +62,16 @@ class PendulumEnv(EnvBase):
         max_episode_steps: int = 200,
     ) -> None:
         super().__init__(batch_size=batch_size, device=device)
-        if max_episode_steps < 1:
-            raise ValueError(
-                f"PendulumEnv.__init__: max_episode_steps must be positive (got "
-                f"{max_episode_steps}; expected >= 1). Pass a positive horizon."
-            )
+        self._init_state(2, max_episode_steps)
         self.g = float(g)
-        self.max_episode_steps = int(max_episode_steps)
         b, dev = self.batch_size, self.device
         high = torch.tensor([1.0, 1.0, _MAX_SPEED])
         self.observation_spec = Bounded(-high, high, shape=(*b, 3), device=dev)
         self.action_spec = Bounded(-_MAX_TORQUE, _MAX_TORQUE, shape=(*b, 1), device=dev)
         self.reward_spec = Unbounded(shape=(*b, 1), device=dev)
         self.full_done_spec = self.default_done_spec()
-        self._rng = make_generator(dev)
-        self._state = torch.zeros((*b, 2), device=dev)
-        self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
         self._reset_scale = torch.tensor([2 * math.pi, 2.0], device=dev)
         self._reset_shift = torch.tensor([math.pi, 1.0], device=dev)
-        self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
 
     @property
     def state(self) -> torch.Tensor:
@@ -105,44 +90,15 @@ class PendulumEnv(EnvBase):
             >>> env.set_state(torch.tensor([0.0, 1.0]))["observation"].tolist()
             [1.0, 0.0, 1.0]
         """
-        b = self.batch_size
-        state = torch.as_tensor(state, device=self._state.device).to(torch.float32)
-        self._state = state.expand(*b, 2).clone()
-        steps = torch.as_tensor(step_count, dtype=torch.int64, device=self._steps.device)
-        self._steps = steps.expand(*b, 1).clone()
-        return self._output(None)
+        return self._place(state, step_count)
 
-    def _output(self, extra: dict[str, torch.Tensor] | None) -> TensorDictBase:
+    def _observation(self) -> torch.Tensor:
         theta, theta_dot = self._state[..., 0:1], self._state[..., 1:2]
-        data = {"observation": torch.cat((theta.cos(), theta.sin(), theta_dot), dim=-1)}
-        if extra is None:
-            data.update(
-                done=self._false.clone(),
-                terminated=self._false.clone(),
-                truncated=self._false.clone(),
-            )
-        else:
-            data.update(extra)
-        return TensorDict._new_unsafe(data, batch_size=self.batch_size, device=self.device)
+        return torch.cat((theta.cos(), theta.sin(), theta_dot), dim=-1)
 
-    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        b = self.batch_size
-        fresh = torch.rand((*b, 2), generator=self._rng, device=self._state.device)
-        fresh = fresh.mul_(self._reset_scale).sub_(self._reset_shift)
-        mask = read_mask(tensordict, "_reset", (*b, 1))
-        if mask is None:
-            self._state = fresh
-            self._steps = torch.zeros_like(self._steps)
-            return self._output(None)
-        self._state = torch.where(mask, fresh, self._state)
-        self._steps = torch.where(mask, 0, self._steps)
-        return self._output(kept_done_flags(tensordict, mask))  # type: ignore[arg-type]
-
-    def _merge_reset(
-        self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
-    ) -> TensorDictBase:
-        # _reset returns every member's entries (the old ones where no reset was asked).
-        return old.update(new)
+    def _fresh_state(self) -> torch.Tensor:
+        fresh = torch.rand((*self.batch_size, 2), generator=self._rng, device=self._state.device)
+        return fresh.mul_(self._reset_scale).sub_(self._reset_shift)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         torque = tensordict.get("action").clamp(-_MAX_TORQUE, _MAX_TORQUE)
@@ -159,6 +115,3 @@ class PendulumEnv(EnvBase):
         return self._output(
             {"reward": -cost, "done": truncated, "terminated": false, "truncated": truncated}
         )
-
-    def _set_seed(self, seed: int) -> None:
-        seed_generator(self._rng, seed)
