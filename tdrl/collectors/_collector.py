@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 from tensordict import TensorDictBase
@@ -22,7 +22,29 @@ __all__ = ["Collector"]
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
 
-class Collector:
+_C = TypeVar("_C", bound="ClosingContext")
+
+
+class ClosingContext:
+    """``with`` blocks and garbage collection call ``shutdown`` (the collectors' base)."""
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass
+
+
+class Collector(ClosingContext):
     """Collects batches of transitions from one (possibly batched) env with a policy.
 
     Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` with
@@ -227,17 +249,7 @@ class Collector:
         return self._buffer.data
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames < 0 or self.frames < self.total_frames:
-            batch = self.rollout()
-            if self.split_trajs:
-                batch = split_trajectories(batch)
-            if self.postproc is not None:
-                batch = self.postproc(batch)
-            if self.replay_buffer is not None:
-                self.replay_buffer.extend(batch.reshape(-1))
-                yield None
-            else:
-                yield batch
+        return iterate_batches(self, self.rollout)
 
     # ------------------------------------------------------------------ state
     def set_seed(self, seed: int) -> int:
@@ -278,17 +290,36 @@ class Collector:
         if self._owns_env:
             self.env.close()
 
-    def __enter__(self) -> Collector:
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
+class _Iterated(Protocol):
+    """What :func:`iterate_batches` reads of a collector."""
 
-    def __del__(self) -> None:
-        try:
-            self.shutdown()
-        except Exception:
-            pass
+    frames: int
+    total_frames: int
+    split_trajs: bool
+    postproc: Callable[[TensorDictBase], TensorDictBase] | None
+    replay_buffer: Any
+
+
+def iterate_batches(
+    collector: _Iterated, next_batch: Callable[[], TensorDictBase]
+) -> Iterator[TensorDictBase | None]:
+    """The collectors' ``__iter__``: batches from ``next_batch`` until ``total_frames``.
+
+    Each batch is split into trajectories (``split_trajs``), post-processed (``postproc``) and
+    either yielded or, with a ``replay_buffer``, written to it (then ``None`` is yielded).
+    """
+    while collector.total_frames < 0 or collector.frames < collector.total_frames:
+        batch = next_batch()
+        if collector.split_trajs:
+            batch = split_trajectories(batch)
+        if collector.postproc is not None:
+            batch = collector.postproc(batch)
+        if collector.replay_buffer is not None:
+            collector.replay_buffer.extend(batch.reshape(-1))
+            yield None
+        else:
+            yield batch
 
 
 def _tuple(key: Any) -> tuple[str, ...]:

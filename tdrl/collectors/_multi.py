@@ -20,7 +20,7 @@ import cloudpickle
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._collector import ClosingContext, iterate_batches
 from tdrl.collectors._weight_sync import (
     NoWeightSyncScheme,
     SharedMemWeightSyncScheme,
@@ -96,7 +96,7 @@ def _layout_difference(a: TensorDictBase, b: TensorDictBase) -> str | None:
     return None
 
 
-class MultiCollectorBase:
+class MultiCollectorBase(ClosingContext):
     """What :class:`MultiSyncCollector` and :class:`MultiAsyncCollector` share (see them).
 
     Subclasses write ``_worker_frames`` (frames per worker batch) and ``_next_batch``.
@@ -247,17 +247,7 @@ class MultiCollectorBase:
         return batch.to(self._storing) if self._storing is not None else batch
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames < 0 or self.frames < self.total_frames:
-            batch = self._next_batch()
-            if self.split_trajs:
-                batch = split_trajectories(batch)
-            if self.postproc is not None:
-                batch = self.postproc(batch)
-            if self.replay_buffer is not None:
-                self.replay_buffer.extend(batch.reshape(-1))
-                yield None
-            else:
-                yield batch
+        return iterate_batches(self, self._next_batch)
 
     # ------------------------------------------------------------------ weights and state
     def update_policy_weights_(
@@ -343,15 +333,3 @@ class MultiCollectorBase:
         finally:
             self.weight_sync.close()
             self._buffer = self._batch_view = self._row_views = None  # type: ignore[assignment]
-
-    def __enter__(self) -> MultiCollectorBase:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        try:
-            self.shutdown()
-        except Exception:
-            pass
