@@ -77,11 +77,8 @@ class TD0Estimator(_TDBase):
     handling and multi-agent broadcasting are described in :class:`ValueEstimatorBase`.
 
     Args:
-        gamma: the discount factor.
-        value_network: computes the missing values (see :class:`ValueEstimatorBase`).
         average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        differentiable: when ``False`` (default) everything runs under ``torch.no_grad()``.
-        skip_existing: reuse values already in the tensordict.
+        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -106,11 +103,8 @@ class TD1Estimator(_TDBase):
     handling and multi-agent broadcasting are described in :class:`ValueEstimatorBase`.
 
     Args:
-        gamma: the discount factor.
-        value_network: computes the missing values (see :class:`ValueEstimatorBase`).
         average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        differentiable: when ``False`` (default) everything runs under ``torch.no_grad()``.
-        skip_existing: reuse values already in the tensordict.
+        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -137,12 +131,9 @@ class TDLambdaEstimator(_TDBase):
     handling and multi-agent broadcasting are described in :class:`ValueEstimatorBase`.
 
     Args:
-        gamma: the discount factor.
         lmbda: the lambda mixing factor (0 gives TD(0), 1 gives TD(1)).
-        value_network: computes the missing values (see :class:`ValueEstimatorBase`).
         average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        differentiable: when ``False`` (default) everything runs under ``torch.no_grad()``.
-        skip_existing: reuse values already in the tensordict.
+        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -191,12 +182,9 @@ class GAE(ValueEstimatorBase):
     described in :class:`ValueEstimatorBase`.
 
     Args:
-        gamma: the discount factor.
         lmbda: the GAE lambda.
-        value_network: computes the missing values (see :class:`ValueEstimatorBase`).
         average_gae: standardise the advantage (zero mean, unit std over all elements).
-        differentiable: when ``False`` (default) everything runs under ``torch.no_grad()``.
-        skip_existing: reuse values already in the tensordict.
+        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
