@@ -35,6 +35,13 @@ def test_sac_pendulum():
     assert math.isfinite(result) and -200 * 16.3 <= result <= 0.0
 
 
+def test_dqn_prioritized():
+    result = _load("dqn_prioritized").main(
+        frames=512, num_envs=4, init_random_frames=128, batch_size=16
+    )
+    assert math.isfinite(result) and 1.0 <= result <= 500.0
+
+
 def test_ppo_lstm():
     result = _load("ppo_lstm").main(frames=256, num_envs=4, steps=16)
     assert math.isfinite(result) and 1.0 <= result <= 500.0
@@ -58,6 +65,7 @@ def test_every_example_is_tested():
         "random_rollout",
         "ppo_cartpole",
         "sac_pendulum",
+        "dqn_prioritized",
         "ppo_lstm",
         "ppo_masked",
         "mappo_navigation",
