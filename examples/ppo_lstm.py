@@ -10,7 +10,7 @@ state of the first step.
 Run: python examples/ppo_lstm.py --frames 100000
 
 Measured on 2 CPUs (one torch thread, default settings): after 100,000 frames the
-deterministic policy scores 500.0 (seed 0) and 485.2 (seed 1) of 500, in about 57 s of CPU.
+deterministic policy scores 500.0 (seed 0) and 485.2 (seed 1) of 500, in about 46 s of CPU.
 For comparison, a memoryless MLP policy on the same two inputs (ppo_cartpole.py otherwise)
 scored 41 after 30,000 frames.
 """

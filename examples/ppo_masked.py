@@ -9,7 +9,7 @@ mask, so random actions (``env.rand_action``) are legal too.
 Run: python examples/ppo_masked.py --frames 10000
 
 Measured on 2 CPUs (one torch thread, seed 0, default settings): random legal actions score
-about 6; after 10,000 frames the deterministic policy scores 16.0 (the best), in 5 s of CPU.
+about 6; after 10,000 frames the deterministic policy scores 16.0 (the best), in 4 s of CPU.
 """
 
 from __future__ import annotations
