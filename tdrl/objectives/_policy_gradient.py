@@ -170,8 +170,9 @@ class PolicyGradientLoss(LossModule):
         out = {"loss_objective": objective, **{k: v.detach() for k, v in diag.items()}}
         if self.entropy_bonus:
             entropy = self._entropy(dist)
-            out["loss_entropy"] = -self.entropy_coef * entropy.mean()
-            out["entropy"] = entropy.mean().detach()
+            mean_entropy = entropy.mean()
+            out["loss_entropy"] = -self.entropy_coef * mean_entropy
+            out["entropy"] = mean_entropy.detach()
         if self.critic_network is not None:
             out["loss_critic"], out["explained_variance"] = self._critic_loss(td)
         return TensorDict(out, batch_size=[])
