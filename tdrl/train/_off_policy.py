@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
@@ -10,7 +9,6 @@ import torch
 from tdrl.collectors import Collector
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import HardUpdate, SoftUpdate
-from tdrl.train._checkpoint import latest_checkpoint
 from tdrl.train._off_policy_agents import make_agent
 from tdrl.train._trainer import Trainer
 
@@ -63,13 +61,11 @@ class OffPolicyTrainer(Trainer):
     def _counters(self) -> dict[str, Any]:
         return {**super()._counters(), "updates": self._updates, "owed": self._owed}
 
-    def _restore(self) -> None:
-        super()._restore()
-        path = latest_checkpoint(self.out_dir)
-        assert path is not None
-        counters = json.loads((path / "meta.json").read_text())["counters"]
+    def _restore(self) -> dict[str, Any]:
+        counters = super()._restore()
         self._updates = int(counters.get("updates", 0))
         self._owed = float(counters.get("owed", 0.0))
+        return counters
 
     def _update_once(self) -> dict[str, float]:
         batch = self.buffer.sample()

@@ -205,7 +205,8 @@ class Trainer:
             buffer=self.buffer,
         )
 
-    def _restore(self) -> None:
+    def _restore(self) -> dict[str, Any]:
+        """Loads the newest checkpoint; returns its counters (subclasses read their own)."""
         path = latest_checkpoint(self.out_dir)
         if path is None:
             raise FileNotFoundError(
@@ -230,6 +231,7 @@ class Trainer:
         self._next_ckpt = int(counters["next_ckpt"])
         self._recent = list(counters.get("recent", []))
         truncate_metrics(self.out_dir / "metrics.csv", self.frames)
+        return counters
 
 
 def _mean(values: list[float]) -> float | None:
