@@ -40,7 +40,7 @@ def main(
     env.set_seed(seed)
 
     # Greedy policy: observation -> one value per action -> argmax (one-hot, the spec's dtype).
-    net = MLP(in_features=4, out_features=2, num_cells=[128, 128], activation=nn.ReLU)
+    net = MLP(in_features=4, out_features=2, num_cells=[128, 128], activation_class=nn.ReLU)
     policy = QValueActor(net, ["observation"], spec=env.action_spec)
     # Collection explores: a random action with probability eps, annealed over the first frames.
     egreedy = EGreedyModule(env.action_spec, 1.0, eps_end=0.04, annealing_num_steps=frames // 4)

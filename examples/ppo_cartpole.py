@@ -24,7 +24,7 @@ def main(frames: int = 50_000, num_envs: int = 8, seed: int = 0) -> float:
     env.set_seed(seed)
 
     # Policy: observation -> logits -> one-hot action; critic: observation -> state value.
-    policy_net = MLP(in_features=4, out_features=2, num_cells=[64, 64], activation=torch.nn.Tanh)
+    policy_net = MLP(in_features=4, out_features=2, num_cells=[64, 64], activation_class=torch.nn.Tanh)
     actor = ProbabilisticActor(
         TensorDictModule(policy_net, ["observation"], ["logits"]),
         ["logits"],

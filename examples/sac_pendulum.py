@@ -38,7 +38,7 @@ def main(
 
     # Actor: observation -> (loc, scale) -> TanhNormal, whose bounds come from the action spec.
     actor_net = nn.Sequential(
-        MLP(in_features=3, out_features=2, num_cells=[64, 64], activation=nn.ReLU),
+        MLP(in_features=3, out_features=2, num_cells=[64, 64], activation_class=nn.ReLU),
         NormalParamExtractor(),
     )
     actor = ProbabilisticActor(
@@ -49,7 +49,7 @@ def main(
     )
     # One Q-network; the loss turns it into an ensemble of two (clipped double Q).
     qvalue = ValueOperator(
-        MLP(in_features=4, out_features=1, num_cells=[64, 64], activation=nn.ReLU),
+        MLP(in_features=4, out_features=1, num_cells=[64, 64], activation_class=nn.ReLU),
         in_keys=["observation", "action"],
     )
     loss = SACLoss(actor, qvalue, num_qvalue_nets=2, action_spec=env.action_spec)

@@ -50,7 +50,7 @@ def _mlp(n_in: int, n_out: int, cfg: dict[str, Any]) -> MLP:
         in_features=n_in,
         out_features=n_out,
         num_cells=list(cfg.get("hidden", [256, 256])),
-        activation=activation_class(cfg.get("activation", "relu")),
+        activation_class=activation_class(cfg.get("activation", "relu")),
     )
 
 
