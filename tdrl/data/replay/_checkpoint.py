@@ -17,7 +17,6 @@ import contextlib
 import ctypes
 import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -29,6 +28,9 @@ from typing import Any
 import torch
 
 from tdrl.errors import CheckpointError
+
+from ._safe_io import checkpoint_files, map_tensor, refuse_link
+from ._safe_io import read_json as safe_read_json
 
 __all__ = ["atomic_write_dir", "read_json", "read_tree", "resolve_checkpoint_dir", "write_tree"]
 
@@ -146,57 +148,48 @@ def _fail(where: str, what: str, fix: str = "Dump the buffer again") -> Checkpoi
 
 
 def _plain_name(name: Any, directory: Path, where: str) -> Path:
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+    ):
         raise _fail(where, f"invalid file name {name!r} in {directory / META}")
     return directory / name
 
 
 def _read_tensor(directory: Path, entry: dict[str, Any], where: str) -> torch.Tensor:
     path = _plain_name(entry.get("file"), directory, where)
-    dtype, shape = _DTYPES.get(entry.get("dtype", "")), entry.get("shape")
+    dtype_name, shape = entry.get("dtype"), entry.get("shape")
+    dtype = _DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
     if (
         dtype is None
         or not isinstance(shape, list)
-        or not all(isinstance(s, int) and s >= 0 for s in shape)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
     ):
         raise _fail(where, f"invalid tensor metadata {entry!r} in {directory / META}")
-    numel = math.prod(shape)
-    expected = numel * torch.empty((), dtype=dtype).element_size()
-    if not path.is_file():
-        raise _fail(where, f"missing tensor file {path}", "The checkpoint is partial; dump again")
-    size = path.stat().st_size
-    if size != expected:
-        raise _fail(
-            where,
-            f"tensor file {path} has {size} bytes (got {size}; expected {expected} for "
-            f"dtype {entry['dtype']} and shape {shape})",
-            "The checkpoint is truncated or corrupted; dump again",
-        )
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    # A private (copy-on-write) mapping: pages are read lazily, the file is never modified.
-    return torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+    return map_tensor(path, dtype, shape, where)
 
 
 def read_json(path: Path, where: str) -> Any:
-    """Parses the JSON file ``path``; raises ``CheckpointError`` if it is missing or invalid."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise _fail(where, f"missing {path}", "The checkpoint is partial; dump again") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise _fail(where, f"unreadable {path} ({err})") from err
+    """Parses the JSON file ``path``; raises ``CheckpointError`` naming it if it is missing, a
+    link, too large, nested too deep or invalid."""
+    return safe_read_json(path, where)
 
 
 def read_tree(directory: Path, where: str) -> dict[str, Any]:
     """Reads a state tree written by :func:`write_tree` (JSON and raw bytes only, no pickle).
+
+    The folder is first walked without following links: a symbolic link or a special file
+    anywhere in it is refused before anything is read.
 
     Args:
         directory: the folder to read.
         where: ``"<Class>.<method>"`` used to prefix error messages.
 
     Raises:
-        CheckpointError: if a file is missing, truncated or its metadata is invalid.
+        CheckpointError: if a file is missing, truncated, a link, or its metadata is invalid.
 
     Examples:
         >>> import tempfile
@@ -205,6 +198,11 @@ def read_tree(directory: Path, where: str) -> dict[str, Any]:
         >>> read_tree(d, "example")
         {'x': tensor([0, 1, 2]), 'sub': {'alpha': 0.5}}
     """
+    checkpoint_files(directory, where)
+    return _read_tree(directory, where)
+
+
+def _read_tree(directory: Path, where: str) -> dict[str, Any]:
     meta_path = directory / META
     meta = read_json(meta_path, where)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -217,7 +215,10 @@ def read_tree(directory: Path, where: str) -> dict[str, Any]:
         if kind == "tensor":
             out[key] = _read_tensor(directory, entry, where)
         elif kind == "dict":
-            out[key] = read_tree(_plain_name(entry.get("dir"), directory, where), where)
+            sub = _plain_name(entry.get("dir"), directory, where)
+            if not sub.is_dir():
+                raise _fail(where, f"missing folder {sub} listed in {meta_path}")
+            out[key] = _read_tree(sub, where)
         elif kind == "value":
             out[key] = entry.get("value")
         else:
@@ -266,8 +267,8 @@ def _pid_alive(name: str) -> bool:
 
 def _is_checkpoint(path: Path) -> bool:
     try:
-        meta = json.loads((path / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = safe_read_json(path / META, "checkpoint probe")
+    except (OSError, CheckpointError):
         return False
     return isinstance(meta, dict) and meta.get("format") == FORMAT
 
@@ -298,7 +299,8 @@ def atomic_write_dir(
         where: ``"<Class>.<method>"`` used to prefix error messages.
 
     Raises:
-        CheckpointError: if ``path`` is a file or a non-empty directory that is not a checkpoint.
+        CheckpointError: if ``path`` is a file, a symbolic link, or a non-empty directory that
+            is not a checkpoint.
 
     Examples:
         >>> import tempfile
@@ -308,7 +310,8 @@ def atomic_write_dir(
         >>> read_tree(d, "example")
         {'v': 2}
     """
-    path = Path(path).resolve()  # a symlink: replace the directory it points to
+    path = Path(os.path.abspath(path))
+    refuse_link(path, where)  # loads refuses links: never write a checkpoint it cannot read
     if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not _is_checkpoint(path))):
         raise CheckpointError(
             f"{where}: refusing to replace {path} (got a file or a non-empty directory that is not "
@@ -333,16 +336,17 @@ def resolve_checkpoint_dir(path: str | os.PathLike[str], where: str) -> Path:
     """Returns the complete checkpoint at ``path``, or the previous one a killed swap left aside.
 
     Raises:
-        CheckpointError: if there is no checkpoint at ``path``.
+        CheckpointError: if there is no checkpoint at ``path`` or ``path`` is a symbolic link.
 
     Examples:
         >>> import tempfile
         >>> d = Path(tempfile.mkdtemp()) / "ckpt"
         >>> atomic_write_dir(d, lambda tmp: write_tree(tmp, {"v": 1}), "example")
-        >>> resolve_checkpoint_dir(d, "example") == d.resolve()
+        >>> resolve_checkpoint_dir(d, "example") == d
         True
     """
-    path = Path(path).resolve()
+    path = Path(os.path.abspath(path))
+    refuse_link(path, where)
     if path.is_dir() and (path / META).exists():
         return path
     if not path.exists() and path.parent.is_dir():
