@@ -65,7 +65,7 @@ class CountingEnv(EnvBase):
             device=self.device,
         )
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         self.seed = seed
 
 
@@ -159,7 +159,7 @@ class NestedCountingEnv(EnvBase):
             out.set((*prefix, "terminated"), obs >= self._limits[prefix].to(obs.device))
         return out
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         self.seed = seed
 
 
@@ -221,5 +221,5 @@ class MultiKeyEnv(EnvBase):
         out.set("done", step >= self.max_steps)
         return out
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         self.seed = seed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
@@ -218,9 +219,14 @@ def test_check_env_specs_names_the_bad_key():
         check_env_specs(Extra(batch_size=(2,)))
 
 
+def _torchrl_next_seed(seed):
+    # TorchRL's seed chain: 8 bytes of numpy's default generator, big-endian, mod 2**32 - 1.
+    return int.from_bytes(np.random.default_rng(seed).bytes(8), "big") % (2**32 - 1)
+
+
 def test_set_seed_chains_and_close_is_idempotent():
     env = CountingEnv()
-    assert env.set_seed(7) == 8 and env.seed == 7
+    assert env.set_seed(7) == _torchrl_next_seed(7) and env.seed == 7
     with env as e:
         assert e is env
     assert env.is_closed
@@ -330,3 +336,18 @@ def test_set_seed_returns_what_the_env_reports():
             return seed + 10
 
     assert ManySeeds().set_seed(3) == 13
+
+
+@pytest.mark.parametrize("returned", ["input", "none"])
+def test_set_seed_follows_torchrl_whatever_the_hook_returns(returned):
+    class Echo(CountingEnv):
+        def _set_seed(self, seed):
+            self.seed = seed
+            return seed if returned == "input" else None
+
+    env = Echo()
+    assert env.set_seed(3) == _torchrl_next_seed(3) and env.seed == 3
+    assert env.set_seed(3, static_seed=True) == 3
+    assert env.set_seed(None) is None and env.seed is None
+    with pytest.raises(ValueError, match=r"set_seed: invalid seed \(got -1"):
+        env.set_seed(-1)

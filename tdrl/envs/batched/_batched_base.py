@@ -205,27 +205,31 @@ class BatchedEnvBase(EnvBase):
                 self._publish_action_masks(bufs)
         return self._output(bufs.root)
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         self.set_seed(seed)
 
     # ------------------------------------------------------------------ public API
-    def set_seed(self, seed: int) -> int:
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seeds the workers with a chain of seeds; returns the next seed of the chain.
 
-        Worker 0 gets ``seed``, worker ``i + 1`` gets what worker ``i``'s env returned from
-        ``set_seed`` (``seed + i`` for envs that use one seed each): distinct, reproducible seeds.
+        Worker 0 gets ``seed``, worker ``i + 1`` the seed that worker ``i``'s env returned from
+        ``set_seed`` (``EnvBase.set_seed``: a hash of its seed), so every worker gets a distinct,
+        reproducible seed even when the sub-env's ``_set_seed`` returns nothing or its input.
+        With ``static_seed=True`` every worker gets ``seed``; ``None`` seeds every worker from
+        fresh entropy.
 
         Examples:
             >>> from tdrl.testing import CountingEnv
             >>> from tdrl.envs.batched import SerialEnv
             >>> env = SerialEnv(3, CountingEnv)
-            >>> env.set_seed(10), [e.seed for e in env.envs]
-            (13, [10, 11, 12])
+            >>> last = env.set_seed(10)
+            >>> seeds = [e.seed for e in env.envs]
+            >>> seeds[0], len(set(seeds)), last == CountingEnv().set_seed(seeds[-1])
+            (10, 3, True)
         """
-        seed = int(seed)
         self._ready_buffers()
         for w in self._all_workers:
-            seed = int(self._dispatch("set_seed", (seed,), (w,))[0])
+            seed = self._dispatch("set_seed", (seed, static_seed), (w,))[0]
         return seed
 
     def step_and_maybe_reset(

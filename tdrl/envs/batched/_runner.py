@@ -181,9 +181,9 @@ class EnvRunner:
                 self.rows.action_masks[j].fill_(True)
                 self.rows.mask_active[j] = self._masked[j] = False
 
-    def set_seed(self, seed: int) -> int:
+    def set_seed(self, seed: int | None, static_seed: bool = False) -> int | None:
         """Seeds the sub-env; returns the next seed of the chain."""
-        return int(self.env.set_seed(seed))
+        return self.env.set_seed(seed, static_seed)
 
     def close(self) -> None:
         """Closes the sub-env."""

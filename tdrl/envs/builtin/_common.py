@@ -34,8 +34,14 @@ def make_generator(device: torch.device | None) -> torch.Generator:
     return gen
 
 
-def seed_generator(gen: torch.Generator, seed: int) -> None:
-    """Seeds ``gen`` with ``seed`` (negative seeds are folded into the valid range)."""
+def seed_generator(gen: torch.Generator, seed: int | None) -> None:
+    """Seeds ``gen`` with ``seed`` (negative seeds are folded into the valid range).
+
+    ``None`` seeds it from fresh entropy.
+    """
+    if seed is None:
+        gen.seed()
+        return
     gen.manual_seed(seed % (2**63))
 
 
@@ -160,5 +166,5 @@ class StatefulEnvBase(EnvBase):
         # _reset returns every member's entries (the old ones where no reset was asked).
         return old.update(new)
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         seed_generator(self._rng, seed)

@@ -153,5 +153,5 @@ class MaskedActionEnv(EnvBase):
         }
         return TensorDict._new_unsafe(data, batch_size=self.batch_size, device=self.device)
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         seed_generator(self._rng, seed)

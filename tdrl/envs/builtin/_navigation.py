@@ -190,5 +190,5 @@ class MultiAgentNavigationEnv(EnvBase):
         }
         return TensorDict._new_unsafe(data, batch_size=b, device=self.device)
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         seed_generator(self._rng, seed)

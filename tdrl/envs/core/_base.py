@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs.core._reset import ResetPlan
+from tdrl.envs.core._seed import next_seed
 from tdrl.envs.core._spec_owner import SpecOwner
 from tdrl.envs.core._step_mdp import StepMDP
 from tdrl.errors import SpecError
@@ -30,7 +31,8 @@ class EnvBase(SpecOwner):
       internal state must only change it where ``_reset`` is true.
     - ``_step(td)``: reads the actions (and state) from ``td`` and returns the next TensorDict with
       observations, rewards and done leaves (``terminated``/``done`` may be given alone).
-    - ``_set_seed(seed)``: seeds the env's random generators.
+    - ``_set_seed(seed)``: seeds the env's random generators (``seed`` may be ``None``: seed
+      from fresh entropy).
 
     The public methods validate, fill missing done leaves, handle partial resets and write the
     ``"next"`` entry. Done semantics: ``terminated`` is a true end (do not bootstrap),
@@ -90,7 +92,7 @@ class EnvBase(SpecOwner):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(f"{type(self).__name__}._step is not implemented.")
 
-    def _set_seed(self, seed: int) -> int | None:
+    def _set_seed(self, seed: int | None) -> int | None:
         raise NotImplementedError(f"{type(self).__name__}._set_seed is not implemented.")
 
     def _close(self) -> None:
@@ -112,19 +114,40 @@ class EnvBase(SpecOwner):
         ]
 
     # ------------------------------------------------------------------ public API
-    def set_seed(self, seed: int) -> int:
-        """Seeds the env and returns the next seed, for chaining.
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds the env and returns the next seed of the chain, for the next env to use.
 
-        The next seed is what ``_set_seed`` returns (an env that uses several seeds, such as a
-        vector env seeding ``seed .. seed + n - 1``, returns ``seed + n``), else ``seed + 1``.
+        As in TorchRL, ``_set_seed(seed)`` seeds the env and the next seed is derived from
+        ``seed`` by a deterministic hash (``static_seed=True`` returns ``seed`` itself), whatever
+        ``_set_seed`` returns; ``None`` seeds from fresh entropy and returns ``None``. Only a
+        wrapper whose ``_set_seed`` returns an int other than its input (it already chained the
+        seed through the envs it wraps) continues the chain from that value. Batched envs seed
+        worker ``i + 1`` with the seed that follows worker ``i``'s: distinct, reproducible seeds.
+
+        Args:
+            seed: the seed (a non-negative int), or ``None``.
+            static_seed: return ``seed`` unchanged instead of the next seed.
 
         Examples:
             >>> from tdrl.testing import CountingEnv
-            >>> CountingEnv().set_seed(3)
-            4
+            >>> env = CountingEnv()
+            >>> nxt = env.set_seed(3)
+            >>> env.seed, nxt != 3, nxt == CountingEnv().set_seed(3), env.set_seed(3, True)
+            (3, True, True, 3)
         """
-        following = self._set_seed(int(seed))
-        return int(following) if following is not None else int(seed) + 1
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise ValueError(
+                    f"{type(self).__name__}.set_seed: invalid seed (got {seed!r}; expected a "
+                    "non-negative int or None). Pass e.g. env.set_seed(0)."
+                )
+            seed = int(seed)
+        following = self._set_seed(seed)
+        if seed is None or static_seed:
+            return seed
+        if isinstance(following, int) and not isinstance(following, bool) and following != seed:
+            return int(following)
+        return next_seed(seed)
 
     def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Resets the env, fully or partially.

@@ -235,11 +235,9 @@ class GymWrapper(EnvBase):
                 out.get(key)[int(i)] = value
         self._cached |= done
 
-    def _set_seed(self, seed: int) -> int:
+    def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed
         self.env.action_space.seed(seed)
-        # sub-env i of a vector env is seeded with seed + i: the next free seed follows them
-        return seed + max(int(self.batch_size.numel()), 1)
 
     def _close(self) -> None:
         self.env.close()

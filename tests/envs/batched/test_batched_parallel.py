@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -80,10 +81,36 @@ def test_set_seed_chains_distinct_seeds_through_the_workers():
         def _step(self, td):
             return super()._step(td).set("reward", torch.full((1,), float(self.seed)))
 
+    chain = [5]
+    for _ in range(3):  # TorchRL's seed chain: numpy default_rng bytes, mod 2**32 - 1
+        drawn = np.random.default_rng(chain[-1]).bytes(8)
+        chain.append(int.from_bytes(drawn, "big") % (2**32 - 1))
     with ParallelEnv(3, SeedEcho, mp_start_method="fork") as env:
-        assert env.set_seed(5) == 8
+        assert env.set_seed(5) == chain[3]
         rewards = env.rand_step(env.reset())["next", "reward"].flatten().tolist()
-        assert rewards == [5.0, 6.0, 7.0]
+        assert rewards == torch.tensor(chain[:3], dtype=torch.float32).tolist()
+
+
+class SeedReturningEnv(CountingEnv):
+    """Its observation is drawn from a generator seeded by ``_set_seed``, which returns its input."""
+
+    def __init__(self):
+        super().__init__()
+        self.gen = torch.Generator()
+
+    def _set_seed(self, seed):
+        self.gen.manual_seed(seed)
+        return seed
+
+    def _reset(self, td):
+        return super()._reset(td).set("observation", torch.rand(1, generator=self.gen))
+
+
+def test_workers_of_an_env_returning_its_seed_produce_distinct_data():
+    with ParallelEnv(3, SeedReturningEnv, mp_start_method="fork") as env:
+        env.set_seed(0)
+        obs = env.reset()["observation"].flatten().tolist()
+    assert len(set(obs)) == 3
 
 
 def test_invalid_actions_are_rejected_before_dispatch():
@@ -149,10 +176,11 @@ def test_unknown_start_method_and_bad_timeouts_raise():
 def test_seeded_pendulum_is_reproducible_and_distinct_per_worker():
     from tdrl.envs.builtin import PendulumEnv
 
+    serial_next = SerialEnv(2, PendulumEnv).set_seed(3)
     with ParallelEnv(2, PendulumEnv, mp_start_method="fork") as env:
         runs = []
         for _ in range(2):
-            assert env.set_seed(3) == 5
+            assert env.set_seed(3) == serial_next
             runs.append(env.rollout(5, _zero_policy(env)))
     serial = SerialEnv(2, PendulumEnv)
     serial.set_seed(3)

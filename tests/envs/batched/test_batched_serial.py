@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,12 +117,50 @@ def test_nested_partial_reset_of_one_group_in_one_worker():
     assert out["nested_1", "observation"][1].eq(2).all()
 
 
+def _torchrl_chain(seed, n):
+    # TorchRL's seed chain: 8 bytes of numpy's default generator, big-endian, mod 2**32 - 1.
+    out = [seed]
+    for _ in range(n):
+        out.append(int.from_bytes(np.random.default_rng(out[-1]).bytes(8), "big") % (2**32 - 1))
+    return out
+
+
 def test_set_seed_gives_distinct_reproducible_seeds():
     env = SerialEnv(4, CountingEnv)
-    assert env.set_seed(7) == 11
-    assert [e.seed for e in env.envs] == [7, 8, 9, 10]
+    chain = _torchrl_chain(7, 4)
+    assert env.set_seed(7) == chain[4]
+    assert [e.seed for e in env.envs] == chain[:4]
     env.set_seed(7)
-    assert [e.seed for e in env.envs] == [7, 8, 9, 10]
+    assert [e.seed for e in env.envs] == chain[:4]
+    assert env.set_seed(7, static_seed=True) == 7
+    assert [e.seed for e in env.envs] == [7] * 4
+
+
+class EchoSeedEnv(CountingEnv):
+    """Draws its observations from a generator seeded by ``_set_seed``, which returns its input."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.gen = torch.Generator()
+
+    def _set_seed(self, seed):
+        self.gen.manual_seed(seed)
+        return seed
+
+    def _reset(self, td):
+        obs = torch.rand((*self.batch_size, 1), generator=self.gen)
+        return super()._reset(td).set("observation", obs)
+
+
+def test_workers_of_an_env_returning_its_seed_get_distinct_seeds_and_data():
+    env = SerialEnv(3, EchoSeedEnv)
+    assert env.set_seed(0) == _torchrl_chain(0, 3)[3]
+    obs = env.reset()["observation"].flatten().tolist()
+    ref = [
+        torch.rand(1, generator=torch.Generator().manual_seed(s)).item()
+        for s in _torchrl_chain(0, 2)
+    ]
+    assert obs == pytest.approx(ref) and len(set(obs)) == 3
 
 
 def test_outputs_are_fresh_tensors_the_caller_may_keep():
