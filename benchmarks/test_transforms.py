@@ -5,7 +5,7 @@ reset, actions drawn up front and replayed):
 
 - ``base``: the untransformed ``CartPoleEnv`` rollout;
 - ``transformed``: ``TransformedEnv(CartPoleEnv, Compose(StepCounter(500), RewardSum(),
-  ObservationNorm(loc, scale)))``;
+  ObservationNorm(loc, scale, standard_normal=True)))``;
 - ``raw``: a plain-PyTorch loop over the untransformed env doing the same arithmetic by hand
   (step counts with truncation, episode returns and normalised observations, reset per member).
 
@@ -57,7 +57,9 @@ def _replay(actions: list[torch.Tensor]):
 
 
 def _transformed(batch: tuple[int, ...]) -> TransformedEnv:
-    transform = Compose(StepCounter(MAX_STEPS), RewardSum(), ObservationNorm(LOC, SCALE))
+    transform = Compose(
+        StepCounter(MAX_STEPS), RewardSum(), ObservationNorm(LOC, SCALE, standard_normal=True)
+    )
     return TransformedEnv(CartPoleEnv(batch_size=batch), transform)
 
 

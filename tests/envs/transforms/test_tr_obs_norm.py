@@ -1,4 +1,4 @@
-"""ObservationNorm: fixed constants, init_stats and bounded specs."""
+"""ObservationNorm: both formulas, init_stats (reduce/cat/keep dims), the inverse, bounded specs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tensordict import TensorDict
 
 from tdrl.envs import CartPoleEnv, ObservationNorm, StepCounter, TransformedEnv
 from tdrl.specs import Bounded
-from tdrl.testing import TransformContract, TransformTestEnv
+from tdrl.testing import CountingEnv, TransformContract, TransformTestEnv
 
 
 class TestObservationNormContract(TransformContract):
@@ -18,33 +18,113 @@ class TestObservationNormContract(TransformContract):
 
 
 @pytest.mark.parametrize("batch", [(), (2, 3)])
-def test_values_match_the_formula(batch):
+def test_default_formula_is_obs_times_scale_plus_loc(batch):
     loc, scale = torch.tensor([0.5, 1.0, -1.0]), torch.tensor([2.0, 4.0, 0.5])
     env = TransformedEnv(TransformTestEnv(batch), ObservationNorm(loc, scale, out_keys="n"))
     td = env.rollout(5, break_when_any_done=False)
+    torch.testing.assert_close(td["n"], td["observation"] * scale + loc)
+    torch.testing.assert_close(td["next", "n"], td["next", "observation"] * scale + loc)
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_standard_normal_formula(batch):
+    loc, scale = torch.tensor([0.5, 1.0, -1.0]), torch.tensor([2.0, 4.0, 0.5])
+    t = ObservationNorm(loc, scale, out_keys="n", standard_normal=True)
+    td = TransformedEnv(TransformTestEnv(batch), t).rollout(5, break_when_any_done=False)
     torch.testing.assert_close(td["n"], (td["observation"] - loc) / scale)
     torch.testing.assert_close(td["next", "n"], (td["next", "observation"] - loc) / scale)
 
 
-def test_init_stats_matches_a_plain_computation():
+def _frames(env, key, num_iter):
+    """What a random rollout loop collects: rollouts (stopping at done) until num_iter frames."""
+    chunks, frames = [], 0
+    while frames < num_iter:
+        td = env.rollout(num_iter)
+        frames += td.numel()
+        chunks.append(td[key])
+    return chunks
+
+
+def test_init_stats_defaults_reduce_dim_0_and_make_both_formulas_standardise():
+    ref = torch.cat(_frames(TransformTestEnv(), "observation", 7), 0)  # [T, 3]
+    mean, std = ref.mean(0), ref.std(0)
+    plain = ObservationNorm(out_keys="n")
+    env = TransformedEnv(TransformTestEnv(), plain)
+    plain.init_stats(7)
+    torch.testing.assert_close(plain.scale, 1 / std)
+    torch.testing.assert_close(plain.loc, -mean / std)
+    std_norm = ObservationNorm(out_keys="n", standard_normal=True)
+    env = TransformedEnv(TransformTestEnv(), std_norm)
+    std_norm.init_stats(7)
+    assert env.transform[0] is std_norm
+    torch.testing.assert_close(std_norm.loc, mean)
+    torch.testing.assert_close(std_norm.scale, std)
+
+
+def test_init_stats_reduce_cat_and_keep_dims_on_a_batched_env():
     env = TransformedEnv(TransformTestEnv((4,)), StepCounter())
-    norm = ObservationNorm(in_keys="observation", out_keys="n")
+    norm = ObservationNorm(in_keys="observation", out_keys="n", standard_normal=True)
     env.append_transform(norm)
-    torch.manual_seed(0)
-    norm.init_stats(12)
-    ref = TransformTestEnv((4,)).rollout(12, break_when_any_done=False)["observation"]
-    flat = ref.reshape(-1, 3).double()
-    torch.testing.assert_close(norm.loc, flat.mean(0).float())
-    torch.testing.assert_close(norm.scale, flat.std(0).float())
-    assert norm.loc.shape == (3,)
+    norm.init_stats(30, reduce_dim=(0, 1), cat_dim=1, keep_dims=(0,))
+    ref = torch.cat(_frames(TransformTestEnv((4,)), "observation", 30), 1)  # [4, T, 3]
+    assert norm.loc.shape == (1, 3)
+    torch.testing.assert_close(norm.loc, ref.mean((0, 1)).unsqueeze(0))
+    torch.testing.assert_close(norm.scale, ref.std((0, 1)).unsqueeze(0))
+    only_batch = ObservationNorm(out_keys="n", standard_normal=True)
+    env = TransformedEnv(TransformTestEnv((4,)), only_batch)
+    only_batch.init_stats(12)  # reduce_dim=0: the batch dim only, one constant per step
+    ref = torch.cat(_frames(TransformTestEnv((4,)), "observation", 12), 0)
+    torch.testing.assert_close(only_batch.loc, ref.mean(0))
+
+
+def test_init_stats_argument_errors():
+    env = TransformedEnv(TransformTestEnv(), ObservationNorm(in_keys=["observation", "obs64"]))
+    t = env.transform[0]
+    with pytest.raises(RuntimeError, match=r"init_stats: which entry.*Pass key"):
+        t.init_stats(3)
+    with pytest.raises(ValueError, match=r"init_stats: cat_dim is needed"):
+        t.init_stats(3, reduce_dim=(0, 1), key="observation")
+    with pytest.raises(ValueError, match=r"init_stats: cat_dim must be in reduce_dim"):
+        t.init_stats(3, reduce_dim=0, cat_dim=1, key="observation")
+    with pytest.raises(ValueError, match=r"init_stats: keep_dims must be among reduce_dim"):
+        t.init_stats(3, key="observation", keep_dims=(1,))
+    t = ObservationNorm(1.0, 2.0)
+    env = TransformedEnv(TransformTestEnv(), t)
+    with pytest.raises(RuntimeError, match=r"init_stats: loc and scale are already set"):
+        t.init_stats(3)
+
+
+@pytest.mark.parametrize("standard_normal", [False, True])
+def test_inverse_maps_actions_back(standard_normal):
+    class Seen(CountingEnv):
+        def _step(self, td):
+            self.seen = td["action"].clone()
+            return super()._step(td)
+
+    t = ObservationNorm(0.5, 2.0, [], in_keys_inv="action", standard_normal=standard_normal)
+    env = TransformedEnv(Seen(), t)
+    outer = env.full_action_spec["action"]
+    if standard_normal:  # inner = outer * 2 + 0.5, so outer = (inner - 0.5) / 2
+        lo, hi = (0.0 - 0.5) / 2, (1.0 - 0.5) / 2
+    else:  # inner = (outer - 0.5) / 2, so outer = inner * 2 + 0.5
+        lo, hi = 0.5, 2.5
+    assert outer.low.item() == lo and outer.high.item() == hi
+    td = env.reset()
+    td["action"] = torch.tensor([1.5 if not standard_normal else 0.1])
+    env.step(td)
+    expected = (1.5 - 0.5) / 2 if not standard_normal else 0.1 * 2 + 0.5
+    assert env.base_env.seen.item() == pytest.approx(expected)
+    assert td["action"].item() == pytest.approx(1.5 if not standard_normal else 0.1)
 
 
 def test_bounded_spec_bounds_are_normalised_and_refreshed_by_init_stats():
     env = TransformedEnv(CartPoleEnv(batch_size=(8,)), ObservationNorm())
     assert env.full_observation_spec["observation"].__class__.__name__ == "Unbounded"
-    env.transform[0].init_stats(20)
+    env.transform[0].init_stats(20, reduce_dim=(0, 1), cat_dim=1)
+    assert env.transform[0].loc.shape == (4,)
     env2 = TransformedEnv(
-        TransformTestEnv(), ObservationNorm(loc=100.0, scale=2.0, in_keys="pixels", out_keys="p")
+        TransformTestEnv(),
+        ObservationNorm(100.0, 2.0, in_keys="pixels", out_keys="p", standard_normal=True),
     )
     spec = env2.full_observation_spec["p"]
     assert (
@@ -75,4 +155,4 @@ def test_state_dict_materialises_lazy_constants():
     dst.load_state_dict(src.state_dict())
     assert dst.initialized and dst.scale.tolist() == [2.0, 2.0, 2.0]
     out = dst(TensorDict(observation=torch.full((3,), 5.0)))
-    assert out["observation"].tolist() == [2.0, 2.0, 2.0]
+    assert out["observation"].tolist() == [11.0, 11.0, 11.0]  # 5 * 2 + 1
