@@ -16,6 +16,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "check_header",
+    "check_length",
     "checked_generator_state",
     "read_buffer_dir",
     "write_buffer_dir",
@@ -69,6 +70,24 @@ def check_header(state: Any, components: dict[str, Any], where: str) -> None:
             f"{where}: the checkpoint does not match this buffer (got differences "
             f"{'; '.join(diffs)}; expected identical components). Build the buffer with the same "
             "classes and arguments."
+        )
+
+
+def check_length(state: dict[str, Any], length: int, where: str) -> None:
+    """Checks that the header's ``len`` equals the ``length`` the storage state holds.
+
+    Raises:
+        CheckpointError: if they differ (a partial or tampered checkpoint).
+
+    Examples:
+        >>> check_length({"len": 3}, 3, "here")
+    """
+    saved = state.get("len")
+    if not isinstance(saved, int) or isinstance(saved, bool) or saved != length:
+        raise CheckpointError(
+            f"{where}: the buffer header and the storage disagree on the number of elements "
+            f"(got len={saved!r} in the header, {length} in the storage; expected equal). The "
+            "checkpoint is corrupted; dump again."
         )
 
 

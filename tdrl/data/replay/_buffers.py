@@ -18,12 +18,14 @@ from ._buffer_state import (
     FORMAT,
     VERSION,
     check_header,
+    check_length,
     checked_generator_state,
     read_buffer_dir,
     write_buffer_dir,
 )
 from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
+from ._safe_io import checkpoint_errors
 from ._samplers import RandomSampler, Sampler
 from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
@@ -410,9 +412,13 @@ class ReplayBuffer:
     def _load(self, state: dict[str, Any], where: str) -> None:
         check_header(state, self._components(), where)
         generator_state = checked_generator_state(state, where)
+        length, slots = self._storage.check_state(state["storage"], where)
+        check_length(state, length, where)
         # Dry runs on copies validate the sampler and writer states before anything changes.
         for part in ("sampler", "writer"):
-            copy.deepcopy(getattr(self, f"_{part}")).load_state_dict(state[part])
+            probe = copy.deepcopy(getattr(self, f"_{part}"))
+            probe.load_state_dict(state[part])
+            probe.check_fits(length, slots, where)
         self._stop_prefetch()
         with self._lock:
             self._storage.load_state_dict(state["storage"])
@@ -467,4 +473,5 @@ class ReplayBuffer:
                 a buffer with different components.
         """
         where = f"{type(self).__name__}.loads"
-        self._load(read_buffer_dir(path, where), where)
+        with checkpoint_errors(path, where):
+            self._load(read_buffer_dir(path, where), where)

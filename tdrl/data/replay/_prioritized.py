@@ -421,3 +421,12 @@ class PrioritizedSampler(Sampler):
         self._sum.copy_(sumtree)
         self._min.copy_(mintree)
         self.beta, self._max_priority = beta, max_priority
+
+    def check_fits(self, length: int, slots: int, where: str) -> None:
+        beyond = self._sum.data[length : self.max_capacity]
+        if beyond.numel() and bool((beyond != 0).any()):
+            raise CheckpointError(
+                f"{where}: the priority tree weighs elements the storage does not hold (got a "
+                f"non-zero weight at or beyond index {length}; expected weights only for the "
+                f"{length} stored elements). The checkpoint is corrupted; dump again."
+            )

@@ -11,12 +11,14 @@ The training checkpoints of :mod:`tdrl.train` use the same readers (and :func:`s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import mmap
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from tdrl.errors import CheckpointError
 __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
+    "checkpoint_errors",
     "checkpoint_files",
     "map_tensor",
     "read_bytes",
@@ -44,6 +47,44 @@ _CHUNK = 1 << 20
 
 def _fail(where: str, what: str, fix: str) -> CheckpointError:
     return CheckpointError(f"{where}: {what}. {fix}.")
+
+
+@contextlib.contextmanager
+def checkpoint_errors(path: str | os.PathLike[str], where: str) -> Iterator[None]:
+    """Turns any unexpected error raised while reading checkpoint ``path`` into a
+    ``CheckpointError`` naming it (the original error is the cause).
+
+    Hostile files can reach code paths no check anticipated; the caller then still gets the one
+    error type that means "this checkpoint is unusable".
+
+    Examples:
+        >>> try:
+        ...     with checkpoint_errors("ckpt", "example"):
+        ...         {}["storage"]
+        ... except CheckpointError as err:
+        ...     print(err)
+        example: ckpt is malformed (got KeyError: 'storage'). The checkpoint is corrupted; dump it again.
+    """
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        RuntimeError,
+        OverflowError,
+        RecursionError,
+        MemoryError,
+        OSError,
+    ) as err:
+        raise CheckpointError(
+            f"{where}: {os.fspath(path)} is malformed (got {type(err).__name__}: {err}). The "
+            "checkpoint is corrupted; dump it again."
+        ) from err
 
 
 def refuse_link(path: Path, where: str) -> None:
@@ -125,7 +166,9 @@ def _open(path: Path, where: str, kind: str = "file") -> int:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise _fail(where, f"missing {kind} {path}", "The checkpoint is partial; dump again") from None
+        raise _fail(
+            where, f"missing {kind} {path}", "The checkpoint is partial; dump again"
+        ) from None
     except OSError as err:
         if os.path.islink(path):
             refuse_link(path, where)

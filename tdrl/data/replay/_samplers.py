@@ -73,6 +73,11 @@ class Sampler(abc.ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless default
         """Restores :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
 
+    def check_fits(self, length: int, slots: int, where: str) -> None:  # noqa: B027
+        """Raises ``CheckpointError`` unless the loaded state can serve a storage that holds
+        ``length`` elements in ``slots`` slots (called on a loaded copy before a checkpoint is
+        accepted)."""
+
 
 class RandomSampler(Sampler):
     """Samples stored elements uniformly, with replacement.
@@ -175,3 +180,12 @@ class SamplerWithoutReplacement(Sampler):
         assert isinstance(perm, torch.Tensor) and isinstance(pos, int)
         self._perm, self._pos = perm.clone(), pos
         self._ran_out = bool(state.get("ran_out", False))
+
+    def check_fits(self, length: int, slots: int, where: str) -> None:
+        rest = self._perm[self._pos :]
+        if rest.numel() and not (0 <= int(rest.min()) and int(rest.max()) < length):
+            raise CheckpointError(
+                f"{where}: the sampler's epoch permutation points outside the storage (got indices "
+                f"in [{int(rest.min())}, {int(rest.max())}]; expected indices in [0, {length})). "
+                "The checkpoint is corrupted; dump again."
+            )

@@ -192,3 +192,17 @@ class SliceSampler(Sampler):
                 "int). The checkpoint is corrupted; dump again."
             )
         self._stamp, self._clock, self._cache = stamp.clone(), clock, None
+
+    def check_fits(self, length: int, slots: int, where: str) -> None:
+        stamps = self._stamp[:length]
+        if length and (
+            self._stamp.numel() < length
+            or int(stamps.min()) < 0
+            or int(stamps.max()) >= self._clock
+        ):
+            raise CheckpointError(
+                f"{where}: the slice sampler's write order does not cover the storage (got "
+                f"{self._stamp.numel()} stamps for {length} elements, clock {self._clock}; "
+                "expected a stamp in [0, clock) for every stored element). The checkpoint is "
+                "corrupted; dump again."
+            )

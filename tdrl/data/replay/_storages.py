@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from tdrl.errors import CheckpointError
+
 from ._pytree import Structure, align, flatten, unflatten
 
 __all__ = ["Batch", "ListStorage", "Storage"]
@@ -142,6 +144,20 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
+
+    def check_state(self, state: dict[str, Any], where: str) -> tuple[int, int]:
+        """Validates a :meth:`state_dict` without loading it; returns ``(len, slots)`` it gives.
+
+        Raises:
+            CheckpointError: if the state is invalid for this storage.
+        """
+        filled = state.get("filled")
+        if not isinstance(filled, int) or isinstance(filled, bool) or not 0 <= filled <= self.slots:
+            raise CheckpointError(
+                f"{where}: invalid storage fill level (got filled={filled!r}; expected an int in "
+                f"[0, {self.slots}]). The checkpoint is corrupted; dump again."
+            )
+        return filled * self.env_numel, self.slots
 
     def _update_filled(self, start: int, length: int) -> None:
         self._filled = max(self._filled, min(start + length, self.slots))

@@ -391,6 +391,25 @@ class TensorStorage(Storage):
             buf[:filled].copy_(leaf)
         self._filled = filled
 
+    def check_state(self, state: dict[str, Any], where: str) -> tuple[int, int]:
+        """Validates a :meth:`state_dict` without copying it; returns ``(len, slots)``."""
+        initialized = state.get("initialized")
+        if not isinstance(initialized, bool):
+            raise CheckpointError(
+                f"{where}: invalid storage state (got initialized={initialized!r}; expected true "
+                "or false). The checkpoint is corrupted; dump again."
+            )
+        if not initialized:
+            if state.get("filled", 0) != 0:
+                raise CheckpointError(
+                    f"{where}: the storage state says it holds nothing yet records data (got "
+                    f"initialized=false, filled={state.get('filled')!r}; expected filled=0). The "
+                    "checkpoint is corrupted; dump again."
+                )
+            return 0, self.slots
+        _, _, env_shape = self._parse_state(state)
+        return state["filled"] * math.prod(env_shape), self._slots_for(env_shape)
+
     def _slots_for(self, env_shape: tuple[int, ...]) -> int:
         return self.max_size // max(math.prod(env_shape), 1)
 
@@ -412,9 +431,15 @@ class TensorStorage(Storage):
             raise CheckpointError(
                 f"{where}: invalid storage state ({err!r}). The checkpoint is corrupted; dump again."
             ) from err
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in env_shape):
+            raise CheckpointError(
+                f"{where}: invalid env shape (got {list(env_shape)!r}; expected ints >= 1). The "
+                "checkpoint is corrupted; dump again."
+            )
         slots = self._slots_for(env_shape)
         if (
             not isinstance(filled, int)
+            or isinstance(filled, bool)
             or not 0 <= filled <= slots
             or len(env_shape) != self.ndim - 1
         ):

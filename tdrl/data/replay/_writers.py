@@ -53,6 +53,11 @@ class Writer(abc.ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
 
+    def check_fits(self, length: int, slots: int, where: str) -> None:  # noqa: B027
+        """Raises ``CheckpointError`` unless the loaded state can serve a storage that holds
+        ``length`` elements in ``slots`` slots (called on a loaded copy before a checkpoint is
+        accepted)."""
+
 
 class RoundRobinWriter(Writer):
     """Writes to consecutive slots and wraps around, overwriting the oldest data (a ring buffer).
@@ -90,6 +95,13 @@ class RoundRobinWriter(Writer):
                 "int >= 0). The checkpoint is corrupted; dump again."
             )
         self._cursor = cursor
+
+    def check_fits(self, length: int, slots: int, where: str) -> None:
+        if self._cursor >= slots:
+            raise CheckpointError(
+                f"{where}: the writer cursor is outside the storage (got cursor={self._cursor}; "
+                f"expected 0 <= cursor < {slots}). The checkpoint is corrupted; dump again."
+            )
 
 
 _REDUCE = {
@@ -209,3 +221,13 @@ class TensorDictMaxValueWriter(Writer):
                 "corrupted; dump again."
             )
         self._ranks = ranks.clone() if ranks.numel() else None
+
+    def check_fits(self, length: int, slots: int, where: str) -> None:
+        ranks = self._ranks
+        numel = 0 if ranks is None else ranks.numel()
+        if (length and numel != slots) or (ranks is not None and bool(ranks.isnan().any())):
+            raise CheckpointError(
+                f"{where}: invalid writer ranks (got {numel} ranks, NaN: "
+                f"{ranks is not None and bool(ranks.isnan().any())}; expected {slots} ranks "
+                "without NaN). The checkpoint is corrupted; dump again."
+            )
