@@ -3,6 +3,8 @@
 Every group pairs a tdrl collector with a "raw" loop that steps the same env with the same policy
 and stores the same entries into preallocated tensors: one process for :class:`Collector`, two
 worker processes exchanging batches through shared memory for the multi-process collectors.
+``tdrl`` iterates with the default (every batch a copy the caller owns), ``tdrl_same_td`` with
+``return_same_td=True`` (the collector's memory, reused).
 Envs: gymnasium ``Pendulum-v1`` (one env per process) and the built-in ``PendulumEnv`` with 256
 pendulums; policies: uniform random actions and a small MLP. One op is one batch; the frames/s
 are in ``extra_info``::
@@ -193,9 +195,14 @@ def _run(benchmark, fn, frames: int) -> None:
         benchmark.extra_info["frames_per_s"] = frames / benchmark.stats.stats.mean
 
 
+# "tdrl" iterates with the default (each batch is a copy the caller owns), "tdrl_same_td" with
+# return_same_td=True (the collector's own memory): their ratio is the cost of owning the batch.
+IMPLS = ["raw", "tdrl_same_td", "tdrl"]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("impl", ["raw", "tdrl"])  # innermost: each pair runs back to back
+@pytest.mark.parametrize("impl", IMPLS)  # innermost: the variants run back to back
 def test_single_process(benchmark, impl, kind, policy):
     benchmark.group = f"Collector {kind} {policy}"
     mlp = _mlp() if policy == "mlp" else None
@@ -204,8 +211,14 @@ def test_single_process(benchmark, impl, kind, policy):
         with torch.no_grad():
             _run(benchmark, loop.collect, _frames(kind))
         return
-    collector = Collector(_env_fn(kind)(), _policy(mlp), frames_per_batch=_frames(kind))
-    _run(benchmark, collector.rollout, _frames(kind))
+    collector = Collector(
+        _env_fn(kind)(),
+        _policy(mlp),
+        frames_per_batch=_frames(kind),
+        return_same_td=impl == "tdrl_same_td",
+    )
+    it = iter(collector)
+    _run(benchmark, lambda: next(it), _frames(kind))
     collector.shutdown()
 
 
@@ -213,7 +226,7 @@ def test_single_process(benchmark, impl, kind, policy):
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("impl", ["raw", "tdrl"])
+@pytest.mark.parametrize("impl", IMPLS)
 def test_two_workers(benchmark, impl, mode, kind, policy):
     benchmark.group = f"Multi{mode.capitalize()}Collector 2 workers {kind} {policy}"
     mlp = _mlp() if policy == "mlp" else None
@@ -235,6 +248,7 @@ def test_two_workers(benchmark, impl, mode, kind, policy):
         _policy(mlp),
         frames_per_batch=per_op // batches_per_op,
         mp_start_method="fork",
+        return_same_td=impl == "tdrl_same_td",
     ) as collector:
         it = iter(collector)
         _run(benchmark, lambda: [next(it) for _ in range(batches_per_op)], per_op)

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
-from tdrl.envs.batched._shared import _copy_all
+from tdrl.envs.batched._shared import TreeBuffer, _copy_all
 from tdrl.envs.core._keys import as_key, key_tuple
 
 __all__ = ["RolloutBuffer"]
@@ -63,6 +63,7 @@ class RolloutBuffer:
         self._keys = [as_key((*parent, n)) for parent, names in self._nodes for n in names]
         self.external = [as_key(k) for k in external]
         self._leaves = [self.data.get(k) for k in (*self._keys, *self.external)]
+        self._tree = TreeBuffer(self.data, "RolloutBuffer")
         # A view per (step, leaf) spares one select per leaf and step; kept only while small.
         self._views: list[list[torch.Tensor]] | None = None
         if steps * len(self._leaves) <= _MAX_CACHED_VIEWS:
@@ -90,6 +91,14 @@ class RolloutBuffer:
         views = self._views
         dsts = views[t] if views else [buf.select(dim, t) for buf in self._leaves]
         _copy_all(dsts if external else dsts[: len(srcs)], srcs)
+
+    def clone(self) -> TensorDict:
+        """A copy of the batch in fresh memory (every leaf cloned in one batched call).
+
+        Entries a caller added to :attr:`data` are not copied: the copy holds what the buffer
+        writes.
+        """
+        return self._tree.clone()
 
     @staticmethod
     def _missing(td: TensorDictBase, key: tuple[str, ...], t: int) -> NoReturn:

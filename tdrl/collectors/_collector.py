@@ -51,8 +51,12 @@ class Collector(ClosingContext):
     ``T = frames_per_batch / env.batch_size.numel()`` (time last), each step holding the root
     entries the policy saw and wrote and ``"next"``, plus trajectory ids at
     ``("collector", "traj_ids")`` that stay unique across batches and envs. The batch memory is
-    allocated once (from a dry run of the env and the policy) and written in place: a yielded
-    batch is only valid until the next one is collected; ``clone()`` it to keep it.
+    allocated once (from a dry run of the env and the policy) and written in place; iterating
+    yields a copy of it that the caller owns (``list(collector)`` keeps every batch, and keys
+    written into a batch never reach the next one). With ``return_same_td=True`` the iterator
+    yields the collector's own memory instead (the same TensorDict every time, overwritten by
+    the next batch), which spares one copy per batch. :meth:`rollout` always returns that
+    memory.
 
     Args:
         create_env_fn: an env, or a callable returning one.
@@ -71,6 +75,8 @@ class Collector(ClosingContext):
         storing_device: device of the yielded batches.
         replay_buffer: if given, every batch is written to it and the iterator yields ``None``.
         postproc: a callable applied to each batch before it is yielded or stored.
+        return_same_td: yield the collector's batch memory itself (the same TensorDict each
+            batch, valid until the next one) instead of a copy the caller owns.
 
     Examples:
         >>> from tdrl.testing import CountingEnv
@@ -97,6 +103,7 @@ class Collector(ClosingContext):
         storing_device: torch.device | str | None = None,
         replay_buffer: Any = None,
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        return_same_td: bool = False,
     ) -> None:
         self._owns_env = not isinstance(create_env_fn, EnvBase)
         self.env: EnvBase = create_env_fn() if self._owns_env else create_env_fn  # type: ignore[operator,assignment]
@@ -121,6 +128,13 @@ class Collector(ClosingContext):
         self.storing_device = torch.device(storing_device) if storing_device is not None else None
         self.replay_buffer = replay_buffer
         self.postproc = postproc
+        if return_same_td and replay_buffer is not None:
+            raise ValueError(
+                "Collector.__init__: return_same_td=True cannot be used with a replay_buffer "
+                "(got both; expected at most one). The buffer stores copies of each batch: "
+                "drop return_same_td."
+            )
+        self.return_same_td = bool(return_same_td)
         self.frames = 0
         self._root: TensorDictBase | None = None
         self._buffer: RolloutBuffer | None = None
@@ -249,7 +263,16 @@ class Collector(ClosingContext):
         return self._buffer.data
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
-        return iterate_batches(self, self.rollout)
+        return iterate_batches(self, self._owned_rollout)
+
+    def _owned_rollout(self) -> TensorDictBase:
+        """One batch for the iterator: a copy unless ``return_same_td`` (or ``split_trajs``,
+        whose padded batch is fresh memory already)."""
+        batch = self.rollout()
+        if self.return_same_td or self.split_trajs:
+            return batch
+        assert self._buffer is not None
+        return self._buffer.clone()
 
     # ------------------------------------------------------------------ state
     def set_seed(self, seed: int) -> int:

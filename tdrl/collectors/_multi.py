@@ -119,6 +119,7 @@ class MultiCollectorBase(ClosingContext):
         weight_sync: WeightSyncScheme | None = None,
         mp_start_method: str | None = None,
         options: MultiCollectorOptions | None = None,
+        return_same_td: bool = False,
     ) -> None:
         owner = type(self).__name__
         self._owner = owner
@@ -144,6 +145,13 @@ class MultiCollectorBase(ClosingContext):
         self.split_trajs = split_trajs
         self.replay_buffer = replay_buffer
         self.postproc = postproc
+        if return_same_td and replay_buffer is not None:
+            raise ValueError(
+                f"{owner}.__init__: return_same_td=True cannot be used with a replay_buffer (got "
+                "both; expected at most one). The buffer stores copies of each batch: drop "
+                "return_same_td."
+            )
+        self.return_same_td = bool(return_same_td)
         self.options = options
         self.mp_start_method = method
         self.frames = 0
@@ -220,6 +228,9 @@ class MultiCollectorBase(ClosingContext):
         self._buffer = buffer
         self._batch_view = TreeBuffer(buffer)
         self._row_views = [TreeBuffer(buffer[w]) for w in range(n)]
+        # return_same_td: one TensorDict object per shared region, handed out every time
+        self._same_batch = self._batch_view.view()
+        self._same_rows = [row.view() for row in self._row_views]
 
     # ------------------------------------------------------------------ iteration
     def _next_batch(self) -> TensorDictBase:
@@ -243,8 +254,14 @@ class MultiCollectorBase(ClosingContext):
                 self.shutdown()
             raise
 
-    def _output(self, batch: TensorDictBase) -> TensorDictBase:
-        return batch.to(self._storing) if self._storing is not None else batch
+    def _output(self, tree: TreeBuffer, same: TensorDictBase) -> TensorDictBase:
+        """The yielded batch: ``same`` (the shared memory) with ``return_same_td``, else memory
+        the caller owns (one batched clone, or the copy to ``storing_device``)."""
+        storing = self._storing
+        moves = storing is not None and storing != same.device
+        if self.return_same_td or self.split_trajs:  # split_trajectories copies by itself
+            return same.to(storing) if moves else same
+        return tree.view().to(storing) if moves else tree.clone()
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return iterate_batches(self, self._next_batch)
@@ -333,3 +350,4 @@ class MultiCollectorBase(ClosingContext):
         finally:
             self.weight_sync.close()
             self._buffer = self._batch_view = self._row_views = None  # type: ignore[assignment]
+            self._same_batch = self._same_rows = None  # type: ignore[assignment]

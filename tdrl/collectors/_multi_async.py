@@ -17,8 +17,9 @@ class MultiAsyncCollector(MultiCollectorBase):
     ``T = frames_per_batch / env.batch_size.numel()``, tagged with the worker at
     ``("collector", "worker_id")`` (also in :attr:`last_worker`). The other workers keep
     collecting while a batch is used; the worker whose batch was yielded starts its next one
-    when the next batch is requested (its batch lives in shared memory until then: ``clone()``
-    it to keep it longer). Batches already being collected when ``update_policy_weights_()``
+    when the next batch is requested. A yielded batch is a copy the caller owns; with
+    ``return_same_td=True`` it is the worker's shared-memory row itself (the same TensorDict
+    for each worker, overwritten when that worker collects again). Batches already being collected when ``update_policy_weights_()``
     runs finish with the old weights; every batch started afterwards uses the new ones.
     Commands other than collection (``set_seed``, ``state_dict``, ...) first wait for the
     batches in flight and drop them.
@@ -55,7 +56,7 @@ class MultiAsyncCollector(MultiCollectorBase):
                 pool.raise_remote(w, value, "collect")
         self.last_worker = w
         self.frames += self.frames_per_batch
-        return self._output(self._row_views[w].view())
+        return self._output(self._row_views[w], self._same_rows[w])
 
     def _drain(self) -> None:
         if self._busy:

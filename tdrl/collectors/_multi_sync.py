@@ -16,8 +16,10 @@ class MultiSyncCollector(MultiCollectorBase):
     on a new leading dim; ``batch.flatten(0, 1)`` concatenates them) with
     ``T = frames_per_batch / (num_workers * env.batch_size.numel())``. The workers collect at
     the same time and wait for the next request: the batch after ``update_policy_weights_()``
-    is fully collected with the new weights. A yielded batch lives in shared memory and is only
-    valid until the next one is requested (``clone()`` it to keep it). Trajectory ids at
+    is fully collected with the new weights. The workers write into one shared-memory batch; a
+    yielded batch is a copy of it that the caller owns (``list(collector)`` keeps every batch),
+    or, with ``return_same_td=True``, the shared batch itself (the same TensorDict each time,
+    overwritten when the next batch is requested; one copy less). Trajectory ids at
     ``("collector", "traj_ids")`` are unique across workers and batches (worker ``w`` uses the
     ids ``w, w + n, w + 2n, ...``); ``("collector", "worker_id")`` tells the worker.
 
@@ -55,6 +57,7 @@ class MultiSyncCollector(MultiCollectorBase):
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"`` (the global
             start method is never changed).
         options: devices, threads and timeouts (:class:`MultiCollectorOptions`).
+        return_same_td: yield the shared batch memory itself instead of a copy the caller owns.
 
     Examples:
         >>> from tdrl.testing import CountingEnv
@@ -83,4 +86,4 @@ class MultiSyncCollector(MultiCollectorBase):
                 pool.send(w, "collect", (self.weight_sync.message(w),))
             pool.gather(workers, "collect")
         self.frames += self.frames_per_batch
-        return self._output(self._batch_view.view())
+        return self._output(self._batch_view, self._same_batch)

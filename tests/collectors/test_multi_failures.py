@@ -62,7 +62,7 @@ def test_env_exception_names_the_worker_with_its_traceback(cls):
         assert isinstance(info.value.__cause__, RuntimeError)
         # the workers live on and answer other commands (nothing is left waiting for them)
         start = time.monotonic()
-        assert collector.set_seed(0) == 2
+        assert collector.set_seed(0) == FailingEnv(fail_after=5).set_seed(CountingEnv().set_seed(0))
         assert time.monotonic() - start < 5
         pids = collector.worker_pids
     assert _all_exit(pids, timeout=5)
