@@ -43,7 +43,7 @@ from tdrl.modules.exploration import (
     EGreedyModule,
     OrnsteinUhlenbeckProcessModule,
 )
-from tdrl.modules.models import MLP, ConvNet, NormalParamExtractor
+from tdrl.modules.models import MLP, ConvNet, MultiAgentMLP, NormalParamExtractor
 from tdrl.modules.rnn import GRUModule, LSTMModule, RecurrentModuleBase, set_recurrent_mode
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "LSTMModule",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
+    "MultiAgentMLP",
     "NormalParamExtractor",
     "OneHotCategorical",
     "OrnsteinUhlenbeckProcessModule",
