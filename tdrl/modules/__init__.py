@@ -25,6 +25,7 @@ from tdrl.modules.actors import (
     ProbabilisticActor,
     QValueActor,
     QValueModule,
+    TanhModule,
     ValueOperator,
 )
 from tdrl.modules.distributions import (
@@ -70,6 +71,7 @@ __all__ = [
     "RecurrentModuleBase",
     "ReparamGradientStrategy",
     "TanhDelta",
+    "TanhModule",
     "TanhNormal",
     "TruncatedNormal",
     "ValueOperator",

@@ -13,6 +13,7 @@ from tdrl.modules.actors._actor import Actor, ValueOperator
 from tdrl.modules.actors._actor_critic import ActorCriticOperator
 from tdrl.modules.actors._probabilistic import ProbabilisticActor
 from tdrl.modules.actors._qvalue import QValueActor, QValueModule
+from tdrl.modules.actors._tanh import TanhModule
 
 __all__ = [
     "Actor",
@@ -20,5 +21,6 @@ __all__ = [
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
+    "TanhModule",
     "ValueOperator",
 ]
