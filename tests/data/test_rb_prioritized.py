@@ -230,7 +230,7 @@ def test_update_tensordict_priority_errors():
     with pytest.raises(KeyError, match="td_error"):
         rb.update_tensordict_priority(TensorDict({"index": torch.arange(4)}, [4]))
     with pytest.raises(ValueError, match="does not match the index"):
-        bad = TensorDict({"index": torch.arange(4).view(2, 2), "td_error": torch.ones(2, 3)}, [2])
+        bad = TensorDict({"index": torch.arange(4), "td_error": torch.ones(2, 3)}, [])
         rb.update_tensordict_priority(bad)
     plain = TensorDictReplayBuffer(storage=LazyTensorStorage(8))
     plain.extend(TensorDict({"obs": torch.zeros(4, 2)}, [4]))

@@ -281,7 +281,7 @@ def test_cuda_storage():
 @pytest.mark.parametrize("kind", STORAGES)
 @pytest.mark.parametrize("element_batch", [(), (2, 3)])
 def test_element_batch_dims(kind, element_batch):
-    """Batch dims after the first belong to each element; samples have batch [batch_size]."""
+    """Batch dims after the first belong to each element and come back in samples (TorchRL)."""
     n = 6
     obs = torch.arange(n, dtype=torch.float32).view(n, *[1] * len(element_batch), 1)
     obs = obs.expand(n, *element_batch, 5).clone()
@@ -289,10 +289,16 @@ def test_element_batch_dims(kind, element_batch):
     rb = TensorDictReplayBuffer(storage=STORAGES[kind](10), batch_size=4)
     rb.extend(data)
     sample = rb.sample()
-    assert sample.batch_size == (4,)
+    assert sample.batch_size == (4, *element_batch)
+    assert sample["next"].batch_size == (4, *element_batch)
     assert sample["obs"].shape == (4, *element_batch, 5)
+    # "index" is repeated over the element dims, one stored element per sample row.
+    index = sample["index"]
+    assert index.shape == (4, *element_batch)
+    rows = index.reshape(4, -1)
+    assert torch.equal(rows, rows[:, :1].expand_as(rows))
     first = sample["obs"].reshape(4, -1)[:, 0]
-    assert torch.equal(first, sample["index"].float())
+    assert torch.equal(first, rows[:, 0].float())
     rb.extend(sample)  # a sample goes back in ("index" is dropped)
     with pytest.raises(ValueError, match="too few batch dims"):  # extend needs a batch
         TensorDictReplayBuffer(storage=STORAGES[kind](10)).extend(data[(0,) * data.batch_dims])

@@ -200,7 +200,7 @@ class ListStorage(Storage):
         return ValueError(f"ListStorage.extend: {what} (got {got}; expected {expected}). {fix}.")
 
     def _rows(self, data: Any, single: bool) -> tuple[Structure, list[tuple[torch.Tensor, ...]]]:
-        structure, leaves = flatten(data)
+        structure, leaves = flatten(data, lead=0 if single else 1)
         if single:
             return structure, [tuple(leaves)]
         if isinstance(data, TensorDictBase) and not data.batch_dims:
@@ -252,9 +252,11 @@ class ListStorage(Storage):
         if len(self) and (structure, signature) != (self._structure, self._signature):
             raise self._fail(
                 "the data does not match the stored elements",
-                f"keys {list(structure.paths)} with shapes/dtypes {signature}",
+                f"keys {list(structure.paths)} with shapes/dtypes {signature} and element "
+                f"batch {dict(structure.batch)}",
                 f"keys {list(self._structure.paths) if self._structure else None} with "
-                f"{self._signature}",
+                f"{self._signature} and element batch "
+                f"{dict(self._structure.batch) if self._structure else None}",
                 "Extend with the same keys, shapes and dtypes, or empty() the buffer first",
             )
         return Batch(data, len(rows), items=rows, layout=(structure, signature))

@@ -27,6 +27,14 @@ _REDUCE = {
 _SAMPLE_KEYS = ("index", "priority_weight")
 
 
+def _element_index(index: torch.Tensor) -> torch.Tensor:
+    """One flat index per sampled element: samples of elements with batch dims (see
+    :class:`~tdrl.data.TensorStorage`) repeat the index over those dims."""
+    while index.dim() > 1:
+        index = index[..., 0]
+    return index
+
+
 def _reduce_priority(priority: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor:
     """Reduces the dims of ``priority`` beyond the dims of ``index`` (e.g. ``[B, 1] -> [B]``)."""
     if priority.shape == index.shape:
@@ -44,10 +52,12 @@ def _reduce_priority(priority: torch.Tensor, index: torch.Tensor, reduction: str
 class TensorDictReplayBuffer(ReplayBuffer):
     """A replay buffer for TensorDicts whose samples carry their storage index.
 
-    A sample is a TensorDict of batch size ``[batch_size]`` holding the stored entries plus
+    A sample is a TensorDict of batch size ``[batch_size, *element_batch]`` (elements stored
+    with batch dims keep them, as in TorchRL) holding the stored entries plus
     ``"index"`` (flat storage indices; for ``ndim=2`` storages see
     :meth:`~tdrl.data.TensorStorage.unravel_index`) and the sampler's extras
-    (``"priority_weight"`` with a :class:`~tdrl.data.PrioritizedSampler`). Extending with a
+    (``"priority_weight"`` with a :class:`~tdrl.data.PrioritizedSampler`), both repeated over
+    the element batch dims. Extending with a
     sample drops those two entries. With a prioritized sampler, data that holds ``priority_key``
     is added with those priorities instead of the maximum.
 
@@ -114,8 +124,15 @@ class TensorDictReplayBuffer(ReplayBuffer):
         # Indices and weights follow the data to its device (the loss multiplies them).
         device = getattr(self._storage, "device", None)
         move = device is not None and device.type != "cpu"
+        shape = data.batch_size
         for key, value in info.items():
-            data.set(key, value.to(device, non_blocking=True) if move else value)
+            if move:
+                value = value.to(device, non_blocking=True)
+            if value.dim() < len(
+                shape
+            ):  # elements with batch dims: one value per entry, as TorchRL
+                value = value.view(*value.shape, *(1,) * (len(shape) - value.dim())).expand(shape)
+            data.set(key, value)
         return data
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
@@ -146,6 +163,6 @@ class TensorDictReplayBuffer(ReplayBuffer):
         if not isinstance(self._sampler, PrioritizedSampler):
             self.update_priority(data.get("index"), data.get(self.priority_key))  # raises
             return
-        index = data.get("index")
+        index = _element_index(data.get("index"))
         priority = _reduce_priority(data.get(self.priority_key), index, self._sampler.reduction)
         self.update_priority(index, priority)

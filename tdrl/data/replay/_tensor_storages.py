@@ -30,6 +30,14 @@ def _describe_keys(paths: tuple[tuple[Any, ...], ...]) -> list[Any]:
     return [p[0] if len(p) == 1 else p for p in paths]
 
 
+def _describe_batch(structure: Structure) -> str:
+    """The element batch size of every TensorDict node, for error messages."""
+    sizes = {path: list(size) for path, size in structure.batch}
+    return f"element batch {sizes.get((), [])}" + "".join(
+        f", {path!r}: {size}" for path, size in sizes.items() if path
+    )
+
+
 def _state_paths(structure: Structure) -> list[tuple[str, ...]]:
     """Where each leaf goes in a state dict: TensorDict keys as nested dicts, pytree leaves by
     position (``leaf0``, ``leaf1``, ...)."""
@@ -45,8 +53,10 @@ class TensorStorage(Storage):
     ``[max_size, *leaf_shape]`` tensor. With ``ndim=2`` the data is laid out ``[env, time, ...]``:
     ``extend`` takes ``[n_env, T, ...]`` data and appends ``T`` steps to every env, the storage
     holds ``max_size // n_env`` steps per env, and the flat index of env ``e`` at time slot ``t``
-    is ``t * n_env + e`` (see :meth:`unravel_index`). Extra batch dims after the first ``ndim``
-    are part of each element: sampled TensorDicts have the batch size ``[batch_size]``.
+    is ``t * n_env + e`` (see :meth:`unravel_index`). Extra TensorDict batch dims after the first
+    ``ndim`` are part of each element, as in TorchRL: extending with data of batch ``[N, 10]``
+    stores ``N`` elements of batch ``[10]`` (and :meth:`~tdrl.data.ReplayBuffer.add` of a
+    ``[10]`` TensorDict stores one), and samples have the batch size ``[batch_size, 10]``.
 
     Subclasses choose where memory lives by overriding :meth:`_allocate`.
 
@@ -162,6 +172,13 @@ class TensorStorage(Storage):
         aligned = align(structure, leaves, stored)
         if aligned is not None:
             return aligned
+        if structure.batch != stored.batch and set(structure.paths) == set(stored.paths):
+            raise self._fail(
+                "the element batch size does not match the storage",
+                _describe_batch(structure),
+                _describe_batch(stored),
+                "Extend with elements of the same batch size as the first write",
+            )
         missing = [p for p in stored.paths if p not in structure.paths]
         extra = [p for p in structure.paths if p not in stored.paths]
         raise self._fail(
@@ -183,7 +200,9 @@ class TensorStorage(Storage):
             >>> s.prepare(torch.zeros(4, 3)).length
             4
         """
-        structure, leaves = flatten(data)
+        # The batch dims after those that index elements belong to each element (an element
+        # added with add() keeps its whole batch size), and come back with every sample.
+        structure, leaves = flatten(data, lead=self.ndim - 1 if single else self.ndim)
         if single:
             leaves = [leaf.unsqueeze(self.ndim - 1) for leaf in leaves]
             if isinstance(data, TensorDictBase):
