@@ -92,7 +92,7 @@ def test_tanh_normal_finite_at_bounds(dtype):
     low, high = torch.tensor(-2.0, dtype=dtype), torch.tensor(0.5, dtype=dtype)
     loc = torch.tensor([30.0, -30.0, 0.0, 9.5], dtype=dtype, requires_grad=True)
     scale = torch.full((D,), 0.5, dtype=dtype, requires_grad=True)
-    dist = TanhNormal(loc, scale, low=low, high=high)
+    dist = TanhNormal(loc, scale, low=low, high=high, safe_tanh=False)
     sample = dist.rsample((10,))
     assert (sample[..., 0] == high).all() and (sample[..., 1] == low).all()
     lp = dist.log_prob(sample)
@@ -141,8 +141,8 @@ def test_tanh_normal_options_and_errors():
         TanhNormal(loc, torch.ones(D), low=1.0, high=1.0)
     with pytest.raises(ValueError, match="low must be smaller than high"):
         TanhNormal(loc, torch.ones(D), low=torch.ones(D), high=torch.zeros(D), validate_args=True)
-    with pytest.raises(ValueError, match="at least one dimension"):
-        TanhNormal(torch.tensor(0.0), torch.tensor(1.0))
+    with pytest.raises(ValueError, match="event_dims is out of range"):
+        TanhNormal(torch.zeros(D), torch.ones(D), event_dims=2)
     checked = TanhNormal(torch.zeros(D), torch.ones(D), validate_args=True)
     with pytest.raises(ValueError):
         checked.log_prob(torch.full((D,), 2.0))
@@ -349,3 +349,38 @@ def test_delta_in_probabilistic_module():
         in_keys=["param"], out_keys=["action"], distribution_class=TanhDelta
     )
     torch.testing.assert_close(module(td.clone())["action"], torch.tanh(td["param"]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tanh_normal_safe_tanh_keeps_samples_inside(dtype):
+    # TorchRL's default safe_tanh clamps tanh to +-(1 - resolution) before the affine map.
+    lim = 1.0 - torch.finfo(dtype).resolution
+    loc = torch.tensor([30.0, -30.0], dtype=dtype, requires_grad=True)
+    dist = TanhNormal(loc, torch.full((2,), 0.1, dtype=dtype), low=-2.0, high=0.5)
+    sample = dist.rsample((4,))
+    center, half = -0.75, 1.25
+    expected = torch.tensor([center + half * lim, center - half * lim], dtype=dtype)
+    torch.testing.assert_close(sample, expected.expand(4, 2))
+    torch.testing.assert_close(dist.mode, expected)
+    sample.sum().backward()
+    # derivative 1 - y^2 of the clamped tanh: small but not zero at saturation
+    expected_grad = 4 * half * (1.0 - lim**2)
+    torch.testing.assert_close(loc.grad, torch.full((2,), expected_grad, dtype=dtype))
+
+
+def test_tanh_normal_torchrl_positional_order_event_dims_and_scale():
+    # (loc, scale, upscale, low, high, event_dims, tanh_loc, safe_tanh)
+    loc = torch.full((3, 2), 100.0)
+    dist = TanhNormal(loc, 1.0, 2.0, -1.0, 1.0, 2, True, False)
+    torch.testing.assert_close(dist.loc, torch.full((3, 2), 2.0 * math.tanh(50.0)))
+    assert dist.batch_shape == () and dist.event_shape == (3, 2)
+    assert dist.log_prob(dist.sample()).shape == ()
+    y = torch.tensor([[0.3, -0.2]])
+    per_coord = TanhNormal(torch.zeros(1, 2), torch.ones_like, event_dims=0)
+    assert per_coord.batch_shape == (1, 2) and per_coord.log_prob(y).shape == (1, 2)
+    summed = TanhNormal(torch.zeros(1, 2), torch.ones(1, 2))
+    torch.testing.assert_close(per_coord.log_prob(y).sum(-1), summed.log_prob(y))
+    scalar = TanhNormal(torch.tensor(0.0), torch.tensor(1.0))
+    assert scalar.event_shape == () and scalar.log_prob(torch.tensor(0.0)).shape == ()
+    ref = -0.5 * math.log(2 * math.pi)  # density of tanh(x) at 0 equals the Normal's at 0
+    assert scalar.log_prob(torch.tensor(0.0)).item() == pytest.approx(ref, abs=1e-6)

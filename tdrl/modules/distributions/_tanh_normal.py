@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -14,7 +16,6 @@ from tdrl.modules.distributions._utils import (
     Bound,
     SampleShape,
     _bounds,
-    _event_shape,
 )
 
 __all__ = ["TanhNormal"]
@@ -23,11 +24,34 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
 
+class _SafeTanh(torch.autograd.Function):
+    """``tanh`` kept one float resolution inside ``(-1, 1)``, with derivative ``1 - y^2``."""
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:  # type: ignore[override]
+        lim = 1.0 - torch.finfo(x.dtype).resolution
+        return x.tanh().clamp(-lim, lim)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (y,) = ctx.saved_tensors
+        return grad * (1.0 - y.square())
+
+
 class TanhNormal(Distribution):
     """A Normal sample ``x`` mapped to ``low + (high - low) * (tanh(x) + 1) / 2``.
 
-    The usual policy for bounded continuous actions (SAC, PPO on boxes). The last dimension
-    is the event (action) dimension: ``log_prob`` sums over it, as in :class:`IndependentNormal`.
+    The usual policy for bounded continuous actions (SAC, PPO on boxes). The last
+    ``event_dims`` dimensions (default: the last one) are the event (action) dimensions:
+    ``log_prob`` sums over them, as in :class:`IndependentNormal`.
+
+    - With ``safe_tanh`` (the default, as in TorchRL) ``tanh`` is clamped one float resolution
+      inside ``(-1, 1)`` (derivative ``1 - y^2`` of the clamped value), so samples and modes
+      never sit exactly on a bound.
 
     - ``log_prob(y)`` applies the change of variables with the stable
       ``log(1 - tanh(x)^2) = 2 * (log 2 - x - softplus(-2x))``. The pre-image ``x = atanh(u)``
@@ -51,13 +75,19 @@ class TanhNormal(Distribution):
 
     Args:
         loc: the location of the Normal before squashing, shape ``(*batch, n)``.
-        scale: its standard deviation, positive, broadcastable to ``loc``.
+        scale: its standard deviation, positive, broadcastable to ``loc``: a tensor, a
+            number, or a function of ``loc`` (e.g. ``torch.ones_like``).
+        upscale: the bound of the location when ``tanh_loc`` is true.
         low: the lower bound, a number or a tensor broadcastable to ``loc``.
         high: the upper bound, larger than ``low``. Number bounds are always checked; tensor
             bounds only with ``validate_args=True`` (the check synchronises the device).
-        upscale: the bound of the location when ``tanh_loc`` is true.
+        event_dims: number of trailing event dims (default ``min(1, loc.ndim)``).
         tanh_loc: if true, the location is ``upscale * tanh(loc / upscale)``.
+        safe_tanh: clamp ``tanh`` inside ``(-1, 1)`` (see above); ``False`` uses plain tanh.
         validate_args: check the arguments and the values given to ``log_prob`` (slower).
+
+    Raises:
+        ValueError: ``low >= high`` (number bounds) or ``event_dims`` out of range.
 
     Examples:
         >>> import torch
@@ -77,33 +107,53 @@ class TanhNormal(Distribution):
     def __init__(
         self,
         loc: Tensor,
-        scale: Tensor,
-        *,
+        scale: Tensor | float | Callable[[Tensor], Tensor],
+        upscale: float | Tensor = 5.0,
         low: Bound = -1.0,
         high: Bound = 1.0,
-        upscale: float = 5.0,
+        event_dims: int | None = None,
         tanh_loc: bool = False,
+        safe_tanh: bool = True,
+        *,
         validate_args: bool = False,
     ) -> None:
+        if not isinstance(loc, Tensor):
+            loc = torch.as_tensor(loc, dtype=torch.get_default_dtype())
         if tanh_loc:
             loc = upscale * torch.tanh(loc / upscale)
+        if callable(scale) and not isinstance(scale, Tensor):
+            scale = scale(loc)
+        elif not isinstance(scale, Tensor):
+            scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
         self.low, self.high = _bounds(low, high, loc, "TanhNormal.__init__", validate_args)
         shape = torch.broadcast_shapes(loc.shape, scale.shape, self.low.shape, self.high.shape)
+        k = min(1, len(shape)) if event_dims is None else int(event_dims)
+        if not 0 <= k <= len(shape):
+            raise ValueError(
+                f"TanhNormal.__init__: event_dims is out of range (got {event_dims!r} for"
+                f" parameters of shape {tuple(shape)}; expected 0 <= event_dims <= {len(shape)})."
+                " Pass the number of trailing event dims."
+            )
         self.loc = loc.expand(shape)
         self.scale = scale.expand(shape)
-        event_shape = _event_shape(self.loc, "TanhNormal.__init__", "loc")
         self.upscale = upscale
         self.tanh_loc = tanh_loc
+        self.safe_tanh = safe_tanh
+        self._event_dims = k
+        self._sum_dims = tuple(range(-k, 0))
         self._center = (self.high + self.low) / 2
         self._half = (self.high - self.low) / 2
-        super().__init__(shape[:-1], event_shape, validate_args=validate_args)
+        n = len(shape) - k
+        super().__init__(shape[:n], shape[n:], validate_args=validate_args)
 
     @property
     def support(self) -> constraints.Constraint:  # type: ignore[override]
         """``[low, high]`` in each coordinate of the last dimension."""
-        return constraints.independent(constraints.interval(self.low, self.high), 1)
+        return constraints.independent(constraints.interval(self.low, self.high), self._event_dims)
 
     def _squash(self, x: Tensor) -> Tensor:
+        if self.safe_tanh:
+            return self._center + self._half * _SafeTanh.apply(x)
         return self._center + self._half * torch.tanh(x)
 
     def _pre_tanh_sample(self, sample_shape: SampleShape) -> Tensor:
@@ -115,7 +165,8 @@ class TanhNormal(Distribution):
         z = (x - self.loc) / self.scale
         normal_lp = -0.5 * z.square() - self.scale.log() - _HALF_LOG_2PI
         log_abs_det = 2.0 * (_LOG_2 - x - softplus(-2.0 * x)) + self._half.log()
-        return (normal_lp - log_abs_det).sum(-1)
+        lp = normal_lp - log_abs_det
+        return lp.sum(self._sum_dims) if self._sum_dims else lp
 
     def rsample(self, sample_shape: SampleShape = _EMPTY_SHAPE) -> Tensor:
         """Draws a differentiable sample of shape ``sample_shape + batch_shape + event_shape``."""
