@@ -1,6 +1,13 @@
 """Training: the ``tdrl`` command line, presets, trainers, logging and checkpoints."""
 
-from tdrl.train._checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from tdrl.train._checkpoint import (
+    checkpoints,
+    latest_checkpoint,
+    load_checkpoint,
+    load_latest,
+    save_checkpoint,
+)
+from tdrl.train._checkpoint_verify import verify_checkpoint
 from tdrl.train._config import PRESETS, apply_overrides, load_config, load_preset
 from tdrl.train._eval import EpisodeTracker, evaluate
 from tdrl.train._on_policy import OnPolicyTrainer
@@ -12,10 +19,13 @@ __all__ = [
     "OnPolicyTrainer",
     "Trainer",
     "apply_overrides",
+    "checkpoints",
     "evaluate",
     "latest_checkpoint",
     "load_checkpoint",
     "load_config",
+    "load_latest",
     "load_preset",
     "save_checkpoint",
+    "verify_checkpoint",
 ]

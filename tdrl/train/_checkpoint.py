@@ -1,4 +1,4 @@
-"""Pickle-free, atomic training checkpoints (safetensors + JSON), the last two kept."""
+"""Pickle-free, atomic, hashed training checkpoints (safetensors + JSON), the last two kept."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +15,26 @@ import numpy as np
 import torch
 from torch import nn
 
+from tdrl.data.replay._safe_io import checkpoint_errors, checkpoint_files, sha256_file
 from tdrl.errors import CheckpointError
+from tdrl.train._checkpoint_verify import (
+    FORMAT,
+    META,
+    TENSORS,
+    VERSION,
+    Verified,
+    check_rng,
+    module_states,
+    optimizer_states,
+    verify_checkpoint,
+)
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["checkpoints", "latest_checkpoint", "load_checkpoint", "load_latest", "save_checkpoint"]
 
 _PREFIX = "ckpt-"
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -43,15 +57,6 @@ def _flatten_optimizer(name: str, state: dict[str, Any]) -> tuple[dict[str, torc
     return tensors, {"state": per_param, "param_groups": state["param_groups"]}
 
 
-def _unflatten_optimizer(name: str, meta: Any, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
-    for pid, entries in meta["state"].items():
-        state[int(pid)] = {
-            k: (tensors[f"{name}/{pid}/{k}"] if v == "tensor" else v) for k, v in entries.items()
-        }
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
 def _rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     np_state: Any = np.random.get_state()
     py_state = random.getstate()
@@ -62,12 +67,11 @@ def _rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     return {"rng/torch": torch.get_rng_state()}, meta
 
 
-def _set_rng_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-    torch.set_rng_state(tensors["rng/torch"])
-    npm = meta["numpy"]
-    np.random.set_state((npm[0], np.array(npm[1], dtype=np.uint32), *npm[2:]))
-    pym = meta["python"]
-    random.setstate((pym[0], tuple(pym[1]), pym[2]))
+def _set_rng_state(checkpoint: Verified) -> None:
+    torch_state, np_state, py_state = check_rng(checkpoint)
+    torch.set_rng_state(torch_state)
+    np.random.set_state(np_state)
+    random.setstate(py_state)
 
 
 def save_checkpoint(
@@ -83,9 +87,10 @@ def save_checkpoint(
     """Writes ``run_dir/checkpoints/ckpt-<frames>`` atomically and keeps the newest ``keep``.
 
     Contents: ``tensors.safetensors`` (module parameters and buffers, optimizer tensors, the torch
-    RNG state), ``meta.json`` (counters, optimizer hyperparameters, numpy/python RNG states;
-    written last, so its presence marks a complete checkpoint) and ``buffer/`` (a replay buffer's
-    ``dumps``). The directory is built under a temporary name, fsynced, then renamed.
+    RNG state), ``buffer/`` (a replay buffer's ``dumps``) and ``meta.json`` (counters, optimizer
+    hyperparameters, numpy/python RNG states and the SHA-256 hash of every other file). Every
+    file is fsynced before ``meta.json`` is written, and ``meta.json`` last: its presence marks a
+    complete checkpoint. The directory is built under a temporary name, fsynced, then renamed.
 
     Examples:
         >>> import tempfile, torch
@@ -115,33 +120,51 @@ def save_checkpoint(
         optim_meta[name] = m
     rng_t, rng_m = _rng_state()
     tensors.update(rng_t)
-    save_file(tensors, str(tmp / "tensors.safetensors"))
+    save_file(tensors, str(tmp / TENSORS))
+    _fsync(tmp / TENSORS)
     if buffer is not None:
-        buffer.dumps(tmp / "buffer")
-    meta = {"frames": frames, "counters": counters, "optimizers": optim_meta, "rng": rng_m}
-    with (tmp / "meta.json").open("w") as f:
+        buffer.dumps(tmp / "buffer")  # fsyncs its own files
+    hashes = {
+        p.as_posix(): sha256_file(tmp / p, "save_checkpoint")
+        for p in checkpoint_files(tmp, "save_checkpoint")
+    }
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "frames": frames,
+        "counters": counters,
+        "optimizers": optim_meta,
+        "rng": rng_m,
+        "files": hashes,
+    }
+    with (tmp / META).open("w") as f:
         json.dump(meta, f)
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(tmp)
+    _fsync(tmp)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
-    _fsync_dir(root)
+    _fsync(root)
     for old in _complete(root)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
 def _complete(root: Path) -> list[Path]:
-    if not root.exists():
+    return [p for p in checkpoints(root.parent) if (p / META).exists()]
+
+
+def checkpoints(run_dir: str | Path) -> list[Path]:
+    """Every ``ckpt-*`` entry of a run, oldest first (complete or not, verified or not)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.name.startswith(_PREFIX) and (p / "meta.json").exists()]
-    return sorted(found, key=lambda p: p.name)
+    return sorted((p for p in root.iterdir() if p.name.startswith(_PREFIX)), key=lambda p: p.name)
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run, or None."""
+    """The newest complete checkpoint of a run (not verified: see :func:`load_latest`), or None."""
     found = _complete(Path(run_dir) / "checkpoints")
     return found[-1] if found else None
 
@@ -153,40 +176,79 @@ def load_checkpoint(
     optimizers: dict[str, torch.optim.Optimizer] | None = None,
     buffer: Any = None,
     restore_rng: bool = False,
+    check: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:
-    """Loads a checkpoint into the given objects (no pickle anywhere); returns its counters.
+    """Verifies a checkpoint, then loads it into the given objects; returns its counters.
+
+    No pickle anywhere and nothing read outside ``path``. Everything is checked before anything
+    changes: the folder (no links, exactly the files ``meta.json`` lists, with their hashes), the
+    module and optimizer states against the objects, the RNG states, ``check(counters)`` (the
+    caller's validation of its counters) and the replay buffer (its ``loads`` validates before it
+    changes). Only then are modules, optimizers and RNGs updated.
 
     Raises:
-        CheckpointError: the directory is incomplete or does not match the objects.
+        CheckpointError: naming the offending file if the checkpoint is incomplete, tampered
+            with, corrupt or does not match the objects.
     """
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    meta_path, tensor_path = path / "meta.json", path / "tensors.safetensors"
-    if not meta_path.exists() or not tensor_path.exists():
-        raise CheckpointError(
-            f"load_checkpoint: {path} is not a complete checkpoint (got "
-            f"{sorted(p.name for p in path.iterdir()) if path.exists() else 'no directory'}; "
-            "expected meta.json and tensors.safetensors). Resume from another checkpoint."
-        )
-    meta = json.loads(meta_path.read_text())
-    tensors = load_file(str(tensor_path))
-    for name, module in modules.items():
-        prefix = f"module/{name}/"
-        state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-        try:
-            module.load_state_dict(state)
-        except RuntimeError as err:
-            raise CheckpointError(
-                f"load_checkpoint: module {name!r} does not match the checkpoint ({err}). Build "
-                "the run with the config it was saved with."
-            ) from err
-    for name, opt in (optimizers or {}).items():
-        opt.load_state_dict(
-            _unflatten_optimizer(f"optim/{name}", meta["optimizers"][name], tensors)
-        )
-    if buffer is not None:
-        buffer.loads(path / "buffer")
+    checkpoint = verify_checkpoint(path)
+    states = module_states(checkpoint, modules)
+    optim_states = optimizer_states(checkpoint, optimizers or {})
     if restore_rng:
-        _set_rng_state(tensors, meta["rng"])
-    return {"frames": meta["frames"], **meta["counters"]}
+        check_rng(checkpoint)
+    counters = {"frames": checkpoint.meta["frames"], **checkpoint.meta["counters"]}
+    if check is not None:
+        with checkpoint_errors(checkpoint.path / META, "load_checkpoint"):
+            check(counters)
+    if buffer is not None:
+        buffer.loads(checkpoint.path / "buffer")
+    for name, module in modules.items():
+        module.load_state_dict(states[name])
+    for name, opt in (optimizers or {}).items():
+        with checkpoint_errors(checkpoint.path / META, "load_checkpoint"):
+            opt.load_state_dict(optim_states[name])
+    if restore_rng:
+        _set_rng_state(checkpoint)
+    return counters
+
+
+def report_to_stderr(message: str) -> None:
+    """Prints a resume/eval message on stderr (the default ``report`` of :func:`load_latest`)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_latest(
+    run_dir: str | Path,
+    *,
+    where: str,
+    report: Callable[[str], None] | None = None,
+    **load_kwargs: Any,
+) -> tuple[Path, dict[str, Any]]:
+    """Loads the newest checkpoint of a run that verifies; returns its path and counters.
+
+    A checkpoint that fails verification is skipped (``report`` is told which and why) and the
+    next older one is tried.
+
+    Raises:
+        FileNotFoundError: if the run has no checkpoint at all.
+        CheckpointError: if none verifies; the message lists each checkpoint and why.
+    """
+    found = checkpoints(run_dir)
+    if not found:
+        raise FileNotFoundError(
+            f"{where}: no checkpoint under {Path(run_dir) / 'checkpoints'} (expected ckpt-* "
+            "folders written by `tdrl train`). Start a new run instead."
+        )
+    failures: list[str] = []
+    for path in reversed(found):
+        try:
+            return path, load_checkpoint(path, **load_kwargs)
+        except CheckpointError as err:
+            failures.append(f"{path.name}: {err}")
+            if report is not None:
+                report(f"{where}: skipping checkpoint {path.name} ({err})")
+    listed = "\n  ".join(failures)
+    raise CheckpointError(
+        f"{where}: no checkpoint of {run_dir} verifies (got {len(failures)} failing; expected at "
+        f"least one complete, untampered checkpoint):\n  {listed}\nRestore a checkpoint from a "
+        "backup or start a new run."
+    )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tdrl.train._checkpoint import latest_checkpoint, load_checkpoint
+from tdrl.data.replay._safe_io import read_json
+from tdrl.errors import CheckpointError
+from tdrl.train._checkpoint import load_latest, report_to_stderr
 
 __all__ = ["evaluate_run"]
 
@@ -15,8 +16,11 @@ def evaluate_run(
 ) -> tuple[float, list[float]]:
     """Mean deterministic return of a run's newest checkpoint over ``episodes`` episodes.
 
+    The newest checkpoint that verifies is used; newer ones that fail are reported on stderr.
+
     Raises:
-        FileNotFoundError: the directory has no config.json or no complete checkpoint.
+        FileNotFoundError: the directory has no config.json or no checkpoint.
+        CheckpointError: the config is malformed, or no checkpoint verifies.
     """
     from tdrl.train._builders import make_env
     from tdrl.train._eval import evaluate
@@ -29,17 +33,19 @@ def evaluate_run(
             f"tdrl eval: {run_dir} is not a run directory (no config.json). Pass the --out "
             "directory of a `tdrl train` run."
         )
-    path = latest_checkpoint(run_dir)
-    if path is None:
-        raise FileNotFoundError(f"tdrl eval: {run_dir} has no complete checkpoint yet.")
-    config = json.loads(cfg_path.read_text())
+    config = read_json(cfg_path, "tdrl eval")
+    if not isinstance(config, dict):
+        raise CheckpointError(
+            f"tdrl eval: {cfg_path} is not a run config (got {type(config).__name__}; expected "
+            "an object). Pass the --out directory of a `tdrl train` run."
+        )
     config["num_envs"] = 1
     config.setdefault("eval", {})["episodes"] = 1
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
         trainer = make_trainer(config, scratch, quiet=True)
-        load_checkpoint(path, modules=trainer.modules)
+        load_latest(run_dir, where="tdrl eval", report=report_to_stderr, modules=trainer.modules)
         env = make_env(config["env"], episodes, seed=seed, device=config.get("device", "cpu"))
         returns = evaluate(env, trainer.policy)
     return sum(returns) / len(returns), returns

@@ -61,11 +61,13 @@ class OffPolicyTrainer(Trainer):
     def _counters(self) -> dict[str, Any]:
         return {**super()._counters(), "updates": self._updates, "owed": self._owed}
 
-    def _restore(self) -> dict[str, Any]:
-        counters = super()._restore()
-        self._updates = int(counters.get("updates", 0))
-        self._owed = float(counters.get("owed", 0.0))
-        return counters
+    def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
+        updates, owed = int(counters.get("updates", 0)), float(counters.get("owed", 0.0))
+        return {**super()._read_counters(counters), "updates": updates, "owed": owed}
+
+    def _apply_counters(self, values: dict[str, Any]) -> None:
+        super()._apply_counters(values)
+        self._updates, self._owed = values["updates"], values["owed"]
 
     def _update_once(self) -> dict[str, float]:
         batch = self.buffer.sample()

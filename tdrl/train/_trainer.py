@@ -13,7 +13,7 @@ from torch import nn
 
 from tdrl.envs import EnvBase
 from tdrl.train._builders import make_env
-from tdrl.train._checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from tdrl.train._checkpoint import load_latest, report_to_stderr, save_checkpoint
 from tdrl.train._eval import EpisodeTracker, evaluate
 from tdrl.train._logging import (
     RunLogger,
@@ -206,32 +206,49 @@ class Trainer:
         )
 
     def _restore(self) -> dict[str, Any]:
-        """Loads the newest checkpoint; returns its counters (subclasses read their own)."""
-        path = latest_checkpoint(self.out_dir)
-        if path is None:
-            raise FileNotFoundError(
-                f"Trainer.resume: no complete checkpoint under {self.out_dir / 'checkpoints'} "
-                "(expected a ckpt-* folder holding meta.json). Start a new run instead."
-            )
-        counters = load_checkpoint(
-            path,
+        """Loads the newest checkpoint that verifies (older ones when newer ones fail, each
+        skip reported on stderr); returns its counters (subclasses read their own)."""
+        path, counters = load_latest(
+            self.out_dir,
+            where="tdrl train --resume",
+            report=report_to_stderr,
             modules=self.modules,
             optimizers=self.optimizers,
             buffer=self.buffer,
             restore_rng=True,
+            check=self._read_counters,
         )
-        self.frames = int(counters["frames"])
-        self.iteration = int(counters["iteration"])
-        self.elapsed = float(counters["elapsed"])
-        best = counters.get("best_eval")
-        self.best_eval = float(best) if best is not None else -float("inf")
-        self.last_eval = counters.get("last_eval")
-        self.solved_at = counters.get("solved_at")
-        self._next_eval = int(counters["next_eval"])
-        self._next_ckpt = int(counters["next_ckpt"])
-        self._recent = list(counters.get("recent", []))
+        self._apply_counters(self._read_counters(counters))
+        report_to_stderr(f"tdrl train --resume: resuming from {path} at frame {self.frames}")
         truncate_metrics(self.out_dir / "metrics.csv", self.frames)
         return counters
+
+    def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
+        """Parses a checkpoint's counters; raises on malformed ones and changes nothing."""
+        best = counters.get("best_eval")
+        last, solved = counters.get("last_eval"), counters.get("solved_at")
+        return {
+            "frames": int(counters["frames"]),
+            "iteration": int(counters["iteration"]),
+            "elapsed": float(counters["elapsed"]),
+            "best_eval": float(best) if best is not None else -float("inf"),
+            "last_eval": float(last) if last is not None else None,
+            "solved_at": int(solved) if solved is not None else None,
+            "next_eval": int(counters["next_eval"]),
+            "next_ckpt": int(counters["next_ckpt"]),
+            "recent": [float(r) for r in counters.get("recent", [])],
+        }
+
+    def _apply_counters(self, values: dict[str, Any]) -> None:
+        self.frames, self.iteration, self.elapsed = (
+            values["frames"],
+            values["iteration"],
+            values["elapsed"],
+        )
+        self.best_eval, self.last_eval = values["best_eval"], values["last_eval"]
+        self.solved_at = values["solved_at"]
+        self._next_eval, self._next_ckpt = values["next_eval"], values["next_ckpt"]
+        self._recent = values["recent"]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tdrl.errors import CheckpointError
 from tdrl.train._config import PRESETS, load_config
 
 __all__ = ["build_parser", "main"]
@@ -77,9 +78,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_config(run_dir: Path) -> dict[str, Any]:
+    from tdrl.data.replay._safe_io import read_json
+
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"tdrl train --resume: {run_dir} is not a run directory (got no config.json; expected "
+            "the --out directory of a `tdrl train` run). Check the path."
+        )
+    config = read_json(path, "tdrl train --resume")
+    if not isinstance(config, dict) or not isinstance(config.get("algorithm"), str):
+        raise CheckpointError(
+            f"tdrl train --resume: {path} is not a run config (got {str(config)[:60]!r}; expected "
+            "an object with an 'algorithm'). Restore it from a backup or start a new run."
+        )
+    return config
+
+
 def _train_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.resume:
-        return json.loads((Path(args.resume) / "config.json").read_text())
+        return _resume_config(Path(args.resume))
     overrides = list(args.set)
     for flag, key in (
         ("env", "env"),
@@ -129,9 +148,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tdrl`` console script and ``python -m tdrl``."""
     args = build_parser().parse_args(argv)
-    if args.command == "train":
-        return _cmd_train(args)
-    return _cmd_eval(args)
+    try:
+        if args.command == "train":
+            return _cmd_train(args)
+        return _cmd_eval(args)
+    except (CheckpointError, FileNotFoundError) as err:
+        # Resume and eval problems are the user's to fix: a message, not a traceback.
+        print(f"tdrl {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
