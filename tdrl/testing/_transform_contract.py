@@ -172,7 +172,8 @@ class TransformTestEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         b = self.batch_size
         root = tensordict.get("_reset", None) if tensordict is not None else None
-        if tensordict is None:
+        if tensordict is None or all(tensordict.get(k, None) is None for k in self.reset_keys):
+            tensordict = None  # no _reset entry: a full reset
             root = torch.ones((*b, 1), dtype=torch.bool, device=self.device)
         elif root is None:
             root = torch.zeros((*b, 1), dtype=torch.bool, device=self.device)

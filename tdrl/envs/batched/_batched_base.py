@@ -182,8 +182,10 @@ class BatchedEnvBase(EnvBase):
                 self._publish_action_masks(bufs)
             return self._output(bufs.root)
         masks = self._reset_plan.masks(tensordict)
-        if masks is None:  # EnvBase only passes a tensordict holding _reset entries
-            raise RuntimeError(f"{type(self).__name__}._reset: no _reset entry in the input.")
+        if masks is None:
+            # A full reset with inputs (e.g. parameters): every worker resets every group and
+            # receives its row of the spec'd entries, as a sub-env given tensordict[i].
+            masks = [torch.ones_like(m) for m in bufs.reset_masks]
         groups: list[int] = []
         todo = torch.zeros(self.num_workers, dtype=torch.bool)
         for g, mask in enumerate(masks):

@@ -69,6 +69,11 @@ class EnvBase(SpecOwner):
         torch.Size([2, 5])
     """
 
+    batch_locked: bool = True
+    """Whether the data must have exactly ``batch_size`` (an env with ``batch_size=()`` may set
+    it False, e.g. as a class attribute, to accept data of any batch: the tutorial-style
+    stateless env whose parameters come batched in the ``reset`` input)."""
+
     def __init__(
         self,
         *,
@@ -81,7 +86,6 @@ class EnvBase(SpecOwner):
         self.device = torch.device(device) if device is not None else None
         self.allow_done_after_reset = allow_done_after_reset
         self.validate = validate
-        self.batch_locked = True
         self._closed = False
         self._init_specs()
 
@@ -152,6 +156,7 @@ class EnvBase(SpecOwner):
     def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Resets the env, fully or partially.
 
+        ``tensordict`` is passed to ``_reset`` (which may read parameters or states from it).
         Without ``_reset`` entries in ``tensordict`` every member resets. With them, only the true
         entries of each done group are reset (a root ``"_reset"`` applies to every group) and every
         other value of the input is kept. ``_reset`` entries are removed from the output.
@@ -166,8 +171,10 @@ class EnvBase(SpecOwner):
             >>> sorted(env.reset().keys())
             ['done', 'observation', 'terminated', 'truncated']
         """
+        if tensordict is not None:
+            self._check_batch_of(tensordict, "reset")
         masks = self._reset_plan.masks(tensordict)
-        out = self._reset(tensordict if masks is not None else None)
+        out = self._reset(tensordict)
         self._fill_done(out)
         if masks is None:
             if tensordict is not None:
@@ -179,6 +186,18 @@ class EnvBase(SpecOwner):
         merged = self._merge_reset(base, out, masks)
         self._check_done_after_reset(merged, masks)
         return merged
+
+    def _check_batch_of(self, tensordict: TensorDictBase, method: str) -> None:
+        if tensordict.batch_size == self.batch_size:
+            return
+        if not self.batch_locked and not self.batch_size:
+            return
+        raise RuntimeError(
+            f"{type(self).__name__}.{method}: the tensordict's batch size is not the env's "
+            f"(got {tuple(tensordict.batch_size)}; expected {tuple(self.batch_size)}). Pass data "
+            "of the env's batch size (only an env with batch_size=() and batch_locked=False "
+            "accepts any batch)."
+        )
 
     def _merge_reset(
         self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
@@ -227,7 +246,8 @@ class EnvBase(SpecOwner):
             done = td.get(done_k, None)
             term = td.get(term_k, None)
             if done is None and term is None:
-                done = term = torch.zeros(spec.shape, dtype=torch.bool, device=self.device)
+                shape = (*td.batch_size, *spec.shape[len(self.batch_size) :])
+                done = term = torch.zeros(shape, dtype=torch.bool, device=self.device)
                 td.set(done_k, done)
                 td.set(term_k, term)
             elif term is None:
@@ -247,6 +267,8 @@ class EnvBase(SpecOwner):
                     f"(available keys: {sorted(map(str, tensordict.keys(True, True)))}). "
                     "Write the action (e.g. with a policy or env.rand_action(td)) before step."
                 )
+            if not self.batch_locked and tensordict.batch_size != self.batch_size:
+                shape = torch.Size((*tensordict.batch_size, *shape[len(self.batch_size) :]))
             if value.shape != shape or value.dtype != dtype:
                 raise SpecError(
                     f"{type(self).__name__}.step: action {key!r} does not match its spec "
@@ -345,7 +367,10 @@ class EnvBase(SpecOwner):
             >>> CountingEnv(batch_size=(3,)).rand_action()["action"].shape
             torch.Size([3, 1])
         """
-        action = self.full_action_spec.rand()
+        shape: tuple[int, ...] = ()
+        if tensordict is not None and not self.batch_locked and not self.batch_size:
+            shape = tuple(tensordict.batch_size)  # a batch-unlocked env takes the data's batch
+        action = self.full_action_spec.rand(shape)
         if tensordict is None:
             return action
         return tensordict.update(action)
@@ -426,7 +451,7 @@ class EnvBase(SpecOwner):
                 td, nxt = self.step_and_maybe_reset(td)
                 steps.append(td)
                 td = nxt
-        return torch.stack(steps, dim=len(self.batch_size))  # type: ignore[arg-type,return-value]
+        return torch.stack(steps, dim=steps[0].batch_dims)  # type: ignore[arg-type,return-value]
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

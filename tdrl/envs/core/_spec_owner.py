@@ -29,6 +29,11 @@ class SpecOwner:
         self._specs: dict[str, Composite] = {
             kind: Composite(shape=self.batch_size, device=self.device) for kind in _SPEC_KINDS
         }
+        # As in TorchRL, an env that sets no done spec has a root "done" and "terminated".
+        leaf = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        self._specs["done"] = Composite(
+            done=leaf, terminated=leaf.clone(), shape=self.batch_size, device=self.device
+        )
         self._refresh_keys()
 
     # ---------------------------------------------------------------- full specs
