@@ -1,5 +1,6 @@
 """Collectors: run a policy in envs and yield batches (or fill a replay buffer)."""
 
+from tdrl.collectors._async import AsyncCollector
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._collector import Collector
 from tdrl.collectors._multi import MultiCollectorOptions
@@ -16,6 +17,7 @@ from tdrl.collectors._weight_sync import (
 )
 
 __all__ = [
+    "AsyncCollector",
     "Collector",
     "MultiAsyncCollector",
     "MultiCollectorOptions",

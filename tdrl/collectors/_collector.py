@@ -1,50 +1,37 @@
-"""Collector: runs a policy in an env and yields preallocated ``[*env.batch_size, T]`` batches."""
+"""Collector: runs a policy in an env and yields ``[*env.batch_size, T]`` batches."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from tdrl.collectors._base import CollectorBase, iterate_batches
 from tdrl.collectors._buffer import RolloutBuffer
-from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._settings import (
+    as_device,
+    build_env,
+    compiled_call,
+    resolve_policy,
+)
+from tdrl.collectors._traj_ids import trajectory_ids
+from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
-from tdrl.envs.batched._shared import _lookup
-from tdrl.envs.core._keys import as_key, key_tuple
+from tdrl.envs.core._keys import key_tuple
 from tdrl.modules._exploration_type import ExplorationType, set_exploration_type
 
 __all__ = ["Collector"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
+Device = torch.device | str | int | None
 
 
-_C = TypeVar("_C", bound="ClosingContext")
-
-
-class ClosingContext:
-    """``with`` blocks and garbage collection call ``shutdown`` (the collectors' base)."""
-
-    def shutdown(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self: _C) -> _C:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        try:
-            self.shutdown()
-        except Exception:
-            pass
-
-
-class Collector(ClosingContext):
+class Collector(CollectorBase):
     """Collects batches of transitions from one (possibly batched) env with a policy.
 
     Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` with
@@ -56,58 +43,149 @@ class Collector(ClosingContext):
     written into a batch never reach the next one). With ``return_same_td=True`` the iterator
     yields the collector's own memory instead (the same TensorDict every time, overwritten by
     the next batch), which spares one copy per batch. :meth:`rollout` always returns that
-    memory.
+    memory. ``len(collector)`` is the number of batches, ``ceil(total_frames /
+    frames_per_batch)`` (a ``TypeError`` without ``total_frames``).
+
+    The signature is TorchRL's. Arguments tdrl cannot honour are accepted at their defaults
+    only and raise ``ValueError`` otherwise: ``backend``, ``backend_options``,
+    ``num_collectors``, ``sync``, ``track_traj_ids``, ``reset_when_done``, ``interruptor``,
+    ``use_buffers`` (False), ``extend_buffer`` (False), ``trust_policy`` (False),
+    ``cudagraph_policy``, ``weight_updater``, ``weight_sync_schemes``, ``weight_recv_schemes``,
+    ``track_policy_version``, ``worker_idx``, ``trajs_per_batch``, ``trajs_per_write``,
+    ``traj_format``, ``auto_register_policy_transforms`` and ``compact_obs``.
 
     Args:
-        create_env_fn: an env, or a callable returning one.
+        create_env_fn: an env, or a callable returning one (called with ``create_env_kwargs``).
         policy: a TensorDict-to-TensorDict callable writing the actions; random actions from the
             action spec (masks honoured) when None.
+        policy_factory: a callable returning the policy (instead of ``policy``).
         frames_per_batch: frames per yielded batch (a multiple of the env batch numel).
         total_frames: stop after this many frames (-1: never stop).
+        device: the default of ``storing_device`` and ``policy_device`` (the env keeps its
+            device, see ``env_device``).
+        storing_device: device of the yielded batches (default: the env data's).
+        policy_device: device the policy runs on; an ``nn.Module`` policy elsewhere is copied
+            there (``update_policy_weights_()`` then copies the original's weights in).
+        env_device: device of the env data (default: the env's device). tdrl envs cannot be
+            moved (TorchRL casts them): another device than the env's is an error. Data is
+            moved between the policy and the env when their devices differ.
+        create_env_kwargs: keyword arguments of ``create_env_fn``.
         max_frames_per_traj: truncate (``truncated`` and ``done`` set) and reset trajectories
             longer than this.
-        init_random_frames: use random actions for the first frames.
+        init_random_frames: use random actions for the first frames (None: 0).
         reset_at_each_iter: reset every env at the start of each batch.
-        split_trajs: yield ``[num_trajs, max_len]`` padded trajectories with a
-            ``("collector", "mask")``.
-        exploration_type: the exploration type the policy runs under (default RANDOM).
-        env_device: device of the env data. policy_device: device the policy runs on.
-        storing_device: device of the yielded batches.
-        replay_buffer: if given, every batch is written to it and the iterator yields ``None``.
         postproc: a callable applied to each batch before it is yielded or stored.
+        split_trajs: yield ``[num_trajs, max_len]`` padded trajectories with a
+            ``("collector", "mask")`` (None: False).
+        exploration_type: the exploration type the policy runs under (default RANDOM).
         return_same_td: yield the collector's batch memory itself (the same TensorDict each
             batch, valid until the next one) instead of a copy the caller owns.
+        set_truncated: mark the last step of every batch ``truncated`` (and ``done``); the env
+            needs a ``truncated`` entry.
+        replay_buffer: if given, every batch is written to it and the iterator yields ``None``.
+        compile_policy: ``True`` or a dict of ``torch.compile`` keyword arguments: the policy
+            call is compiled after ``warmup`` (default 1) eager calls.
+        no_cuda_sync: accepted (tdrl collectors never synchronise CUDA explicitly).
+        pre_collect_hook: called with no argument before each batch is collected.
+        post_collect_hook: called with each batch before it is yielded or stored.
 
     Examples:
         >>> from tdrl.testing import CountingEnv
         >>> collector = Collector(CountingEnv(batch_size=(2,)), frames_per_batch=8, total_frames=16)
-        >>> [b.batch_size for b in collector]
-        [torch.Size([2, 4]), torch.Size([2, 4])]
+        >>> len(collector), [b.batch_size for b in collector]
+        (2, [torch.Size([2, 4]), torch.Size([2, 4])])
         >>> collector.shutdown()
     """
 
     def __init__(
         self,
-        create_env_fn: EnvBase | Callable[[], EnvBase],
+        create_env_fn: EnvBase | Callable[..., EnvBase],
         policy: Policy | None = None,
         *,
+        policy_factory: Callable[[], Policy] | None = None,
+        backend: Any = None,
+        backend_options: Any = None,
+        num_collectors: int | None = None,
+        sync: bool | None = None,
         frames_per_batch: int,
         total_frames: int = -1,
+        device: Device = None,
+        storing_device: Device = None,
+        policy_device: Device = None,
+        env_device: Device = None,
+        create_env_kwargs: Mapping[str, Any] | None = None,
         max_frames_per_traj: int | None = None,
-        init_random_frames: int = 0,
+        init_random_frames: int | None = None,
         reset_at_each_iter: bool = False,
-        split_trajs: bool = False,
-        exploration_type: ExplorationType = ExplorationType.RANDOM,
-        env_device: torch.device | str | None = None,
-        policy_device: torch.device | str | None = None,
-        storing_device: torch.device | str | None = None,
-        replay_buffer: Any = None,
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        split_trajs: bool | None = None,
+        track_traj_ids: bool = True,
+        exploration_type: ExplorationType = ExplorationType.RANDOM,
         return_same_td: bool = False,
+        reset_when_done: bool = True,
+        interruptor: Any = None,
+        set_truncated: bool = False,
+        use_buffers: bool | None = None,
+        replay_buffer: Any = None,
+        extend_buffer: bool = True,
+        trust_policy: bool | None = None,
+        compile_policy: bool | Mapping[str, Any] | None = None,
+        cudagraph_policy: Any = None,
+        no_cuda_sync: bool = False,
+        weight_updater: Any = None,
+        weight_sync_schemes: Any = None,
+        weight_recv_schemes: Any = None,
+        track_policy_version: bool = False,
+        worker_idx: int | None = None,
+        trajs_per_batch: int | None = None,
+        trajs_per_write: int | None = None,
+        traj_format: str | None = None,
+        auto_register_policy_transforms: bool | None = None,
+        pre_collect_hook: Callable[[], Any] | None = None,
+        post_collect_hook: Callable[[TensorDictBase], Any] | None = None,
+        compact_obs: bool = False,
     ) -> None:
-        self._owns_env = not isinstance(create_env_fn, EnvBase)
-        self.env: EnvBase = create_env_fn() if self._owns_env else create_env_fn  # type: ignore[operator,assignment]
-        self.policy = policy
+        owner = "Collector.__init__"
+        self._shutdown = True  # until built: shutdown() must then do nothing
+        check_supported(
+            owner,
+            {
+                "backend": backend,
+                "backend_options": backend_options,
+                "num_collectors": num_collectors,
+                "sync": sync,
+                "track_traj_ids": track_traj_ids,
+                "reset_when_done": reset_when_done,
+                "interruptor": interruptor,
+                "use_buffers": use_buffers,
+                "extend_buffer": extend_buffer,
+                "trust_policy": trust_policy,
+                "cudagraph_policy": cudagraph_policy,
+                "weight_updater": weight_updater,
+                "weight_recv_schemes": weight_recv_schemes,
+                "track_policy_version": track_policy_version,
+                "worker_idx": worker_idx,
+                "trajs_per_batch": trajs_per_batch,
+                "trajs_per_write": trajs_per_write,
+                "traj_format": traj_format,
+                "auto_register_policy_transforms": auto_register_policy_transforms,
+                "compact_obs": compact_obs,
+            },
+        )
+        if weight_sync_schemes is not None:
+            raise ValueError(
+                f"{owner}: weight_sync_schemes is for the multi-process collectors (got "
+                f"{weight_sync_schemes!r}; expected None). The Collector runs the policy in "
+                "this process: update_policy_weights_() needs no scheme."
+            )
+        if return_same_td and replay_buffer is not None:
+            raise ValueError(
+                f"{owner}: return_same_td=True cannot be used with a replay_buffer (got both; "
+                "expected at most one). The buffer stores copies of each batch: drop "
+                "return_same_td."
+            )
+        self.env, self._owns_env = build_env(owner, create_env_fn, create_env_kwargs)
+        self._shutdown = False
         numel = max(self.env.batch_size.numel(), 1)
         if frames_per_batch <= 0 or frames_per_batch % numel:
             raise ValueError(
@@ -118,32 +196,73 @@ class Collector(ClosingContext):
         self.steps_per_batch = frames_per_batch // numel
         self.total_frames = total_frames
         self.max_frames_per_traj = max_frames_per_traj
-        self.init_random_frames = init_random_frames
+        self.init_random_frames = int(init_random_frames or 0)
         self._policy_fill: list[tuple[Any, torch.Tensor]] | None = None
         self.reset_at_each_iter = reset_at_each_iter
-        self.split_trajs = split_trajs
+        self.split_trajs = bool(split_trajs)
         self.exploration_type = exploration_type
-        self.env_device = torch.device(env_device) if env_device is not None else None
-        self.policy_device = torch.device(policy_device) if policy_device is not None else None
-        self.storing_device = torch.device(storing_device) if storing_device is not None else None
+        self._set_devices(device, storing_device, policy_device, env_device)
+        self._set_policy(resolve_policy(owner, policy, policy_factory), compile_policy)
         self.replay_buffer = replay_buffer
         self.postproc = postproc
-        if return_same_td and replay_buffer is not None:
-            raise ValueError(
-                "Collector.__init__: return_same_td=True cannot be used with a replay_buffer "
-                "(got both; expected at most one). The buffer stores copies of each batch: "
-                "drop return_same_td."
-            )
         self.return_same_td = bool(return_same_td)
+        self.set_truncated = bool(set_truncated)
+        self._truncated_keys = self._last_step_keys() if set_truncated else []
+        self.no_cuda_sync = bool(no_cuda_sync)
+        self.pre_collect_hook = pre_collect_hook
+        self.post_collect_hook = post_collect_hook
         self.frames = 0
         self._root: TensorDictBase | None = None
         self._buffer: RolloutBuffer | None = None
-        self._ids = _trajectory_ids(self.env)
+        self._ids = trajectory_ids(self.env)
         self._traj_steps: torch.Tensor | None = None
-        self._numel = max(self.env.batch_size.numel(), 1)
+        self._numel = numel
         self._fast_random = type(self.env).rand_action is EnvBase.rand_action
         self._rand_leaves: list[tuple[Any, Any]] = []
-        self._shutdown = False
+
+    def _set_devices(self, device: Device, storing: Device, policy: Device, env: Device) -> None:
+        owner = "Collector.__init__"
+        device_ = as_device(owner, "device", device)
+        env_dev = as_device(owner, "env_device", env)
+        own = self.env.device
+        if env_dev is not None and own is not None and env_dev != own:
+            raise ValueError(
+                f"{owner}: the env lives on {own} (got env_device={env_dev}; expected the env's "
+                "device). tdrl envs cannot be moved: build the env on that device."
+            )
+        self.env_device = env_dev or own
+        self.policy_device = as_device(owner, "policy_device", policy) or device_
+        self.storing_device = as_device(owner, "storing_device", storing) or device_
+        if self.policy_device is not None and self.env_device is None:
+            self.env_device = torch.device("cpu")  # where the policy outputs go back to
+
+    def _set_policy(self, policy: Policy | None, compile_policy: Any) -> None:
+        """Keeps ``policy`` (a copy on ``policy_device`` when its weights are elsewhere) and
+        the callable that runs it (compiled when asked)."""
+        self._policy_source: nn.Module | None = None
+        target = self.policy_device
+        if isinstance(policy, nn.Module) and target is not None:
+            weights = policy_weights(policy)
+            if weights is not None and any(t.device != target for t in weights.values(True, True)):
+                self._policy_source = policy
+                policy = copy.deepcopy(policy).to(target)
+        self.policy = policy
+        self._policy_call = compiled_call("Collector.__init__", policy, compile_policy)
+
+    def _last_step_keys(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """``(truncated, done)`` key pairs that ``set_truncated`` marks on the last step."""
+        pairs = [
+            (key_tuple(g.truncated), key_tuple(g.done))
+            for g in self.env.done_groups
+            if g.truncated is not None
+        ]
+        if not pairs:
+            raise ValueError(
+                "Collector.__init__: set_truncated=True needs a truncated entry in the env's "
+                f"done specs (got done keys {self.env.done_keys}; expected a 'truncated' key). "
+                "Add one to the env's full_done_spec."
+            )
+        return pairs
 
     # ------------------------------------------------------------------ policy
     def _act(self, td: TensorDictBase) -> TensorDictBase:
@@ -155,10 +274,12 @@ class Collector(ClosingContext):
             for key, leaf in self._rand_leaves:  # leaf draws: no Composite TensorDict per step
                 td.set(key, leaf.rand())
             return td
+        call = self._policy_call
+        assert call is not None
         if self.policy_device is not None and td.device != self.policy_device:
-            out = self.policy(td.to(self.policy_device))
+            out = call(td.to(self.policy_device))
             return out.to(self.env_device) if self.env_device is not None else out
-        return self.policy(td)
+        return call(td)
 
     def _fill_policy_outputs(self, td: TensorDictBase) -> None:
         """Random-action steps carry zeros where the policy writes other entries.
@@ -179,14 +300,19 @@ class Collector(ClosingContext):
             td.set(key, zeros)
 
     def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
-        """Copies ``weights`` into the policy in place (a no-op without weights: the policy is
-        shared in-process).
+        """Copies ``weights`` into the policy in place.
+
+        Without weights this is a no-op when the policy is shared in-process, and copies the
+        given policy's current weights when the collector runs a copy of it on
+        ``policy_device``.
 
         Args:
             weights: a TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of
                 entries is fine) or a ``state_dict``.
         """
         current = policy_weights(self.policy)
+        if weights is None and self._policy_source is not None:
+            weights = policy_weights(self._policy_source)
         if weights is None or current is None:
             return
         new = as_weights("Collector.update_policy_weights_", weights, current)
@@ -211,7 +337,7 @@ class Collector(ClosingContext):
             for key in (g.done, g.truncated):
                 if key is None:
                     continue
-                full = ("next", *_tuple(key))
+                full = ("next", *key_tuple(key))
                 flag = td.get(full, None)
                 if flag is None:
                     continue
@@ -250,6 +376,8 @@ class Collector(ClosingContext):
                 "Collector.rollout: the collector is shut down (got a call after "
                 "shutdown()). Build a new collector."
             )
+        if self.pre_collect_hook is not None:
+            self.pre_collect_hook()
         if self._root is None or self.reset_at_each_iter:
             self._root = self._start()
         root = self._root
@@ -260,10 +388,15 @@ class Collector(ClosingContext):
                 root = self._step_once(root, t)
         self._root = root
         assert self._buffer is not None
-        return self._buffer.data
+        data = self._buffer.data
+        dim = len(self.env.batch_size)
+        for keys in self._truncated_keys:  # set_truncated: the batch ends every trajectory
+            for key in keys:
+                data.get(("next", *key)).select(dim, -1).fill_(True)
+        return data
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
-        return iterate_batches(self, self._owned_rollout)
+        return iterate_batches(self, self._owned_rollout, self.post_collect_hook)
 
     def _owned_rollout(self) -> TensorDictBase:
         """One batch for the iterator: a copy unless ``return_same_td`` (or ``split_trajs``,
@@ -275,10 +408,12 @@ class Collector(ClosingContext):
         return self._buffer.clone()
 
     # ------------------------------------------------------------------ state
-    def set_seed(self, seed: int) -> int:
-        """Seeds the env (and torch's global generator); returns the env's next seed."""
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seeds the env (and torch's global generator); returns the env's next seed
+        (``seed`` itself with ``static_seed``)."""
         torch.manual_seed(seed)
-        return self.env.set_seed(seed)
+        out = self.env.set_seed(seed, static_seed=static_seed)
+        return seed if out is None else int(out)
 
     def state_dict(self) -> dict[str, Any]:
         """Frame counter, trajectory counter, policy weights and env/transform state."""
@@ -312,88 +447,3 @@ class Collector(ClosingContext):
         self._shutdown = True
         if self._owns_env:
             self.env.close()
-
-
-class _Iterated(Protocol):
-    """What :func:`iterate_batches` reads of a collector."""
-
-    frames: int
-    total_frames: int
-    split_trajs: bool
-    postproc: Callable[[TensorDictBase], TensorDictBase] | None
-    replay_buffer: Any
-
-
-def iterate_batches(
-    collector: _Iterated, next_batch: Callable[[], TensorDictBase]
-) -> Iterator[TensorDictBase | None]:
-    """The collectors' ``__iter__``: batches from ``next_batch`` until ``total_frames``.
-
-    Each batch is split into trajectories (``split_trajs``), post-processed (``postproc``) and
-    either yielded or, with a ``replay_buffer``, written to it (then ``None`` is yielded).
-    """
-    while collector.total_frames < 0 or collector.frames < collector.total_frames:
-        batch = next_batch()
-        if collector.split_trajs:
-            batch = split_trajectories(batch)
-        if collector.postproc is not None:
-            batch = collector.postproc(batch)
-        if collector.replay_buffer is not None:
-            collector.replay_buffer.extend(batch.reshape(-1))
-            yield None
-        else:
-            yield batch
-
-
-def _tuple(key: Any) -> tuple[str, ...]:
-    return (key,) if isinstance(key, str) else tuple(key)
-
-
-class _TrajIds:
-    """The trajectory ids of one done group: one per group member, renewed after each done.
-
-    ``done_key`` is read under ``"next"``; trailing dims of the done leaf beyond ``shape`` are
-    reduced with ``any`` (an env member is done when its first group is).
-    """
-
-    __slots__ = ("done_key", "done_path", "ids", "key", "next_id", "shape")
-
-    def __init__(self, key: Any, done_key: Any, shape: torch.Size) -> None:
-        self.key = as_key(key)
-        self.done_path = ("next", *key_tuple(done_key))
-        self.done_key = as_key(self.done_path)
-        self.shape = shape
-        self.next_id = 0
-        self.ids = torch.zeros(shape, dtype=torch.long)
-
-    def start(self) -> None:
-        n = self.shape.numel()
-        self.ids = torch.arange(self.next_id, self.next_id + n).reshape(self.shape)
-        self.next_id += n
-
-    def renew(self, td: TensorDictBase) -> torch.Tensor | None:
-        """Gives fresh ids where the group is done; returns the done flags (None if none)."""
-        done = _lookup(td, self.done_path, self.done_key)
-        if not done.any():
-            return None
-        done = done.reshape(*self.shape, -1).any(-1)
-        n = int(done.sum())
-        fresh = torch.arange(self.next_id, self.next_id + n)
-        self.ids = self.ids.masked_scatter(done, fresh)
-        self.next_id += n
-        return done
-
-
-def _trajectory_ids(env: EnvBase) -> list[_TrajIds]:
-    """Ids per env member (from the first done group) at ``("collector", "traj_ids")``, then
-    per member of every nested done group at ``(*prefix, "collector", "traj_ids")``."""
-    groups = env.done_groups
-    out = [_TrajIds(("collector", "traj_ids"), groups[0].done, env.batch_size)]
-    spec = env.full_done_spec
-    for g in groups:
-        if not g.prefix:
-            continue
-        shape = spec[g.done].shape
-        shape = shape[:-1] if shape[-1:] == (1,) else shape
-        out.append(_TrajIds((*g.prefix, "collector", "traj_ids"), g.done, shape))
-    return out

@@ -10,6 +10,7 @@ only carry commands (and, with :class:`MultiProcessWeightSyncScheme`, weights).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import multiprocessing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,7 +21,9 @@ import cloudpickle
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.collectors._collector import ClosingContext, iterate_batches
+from tdrl.collectors._base import CollectorBase, iterate_batches
+from tdrl.collectors._settings import as_device, policy_scheme, resolve_policy
+from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import (
     NoWeightSyncScheme,
     SharedMemWeightSyncScheme,
@@ -38,19 +41,15 @@ from tdrl.modules._exploration_type import ExplorationType
 __all__ = ["MultiCollectorBase", "MultiCollectorOptions"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
+Device = torch.device | str | int | None
 _START_METHODS = ("spawn", "fork", "forkserver")
 
 
 @dataclass(frozen=True)
 class MultiCollectorOptions:
-    """Rarely changed settings of the multi-process collectors.
+    """Timeouts of the multi-process collectors (a tdrl addition; TorchRL has none).
 
     Attributes:
-        env_device: device of the env data in the workers.
-        policy_device: device the policy runs on in the workers.
-        storing_device: device of the yielded batches (they are collected into shared cpu
-            memory; another device costs one copy per batch).
-        num_threads: torch intra-op threads per worker.
         start_timeout: seconds to wait for the workers to build env, policy and collector.
         batch_timeout: seconds to wait for a worker's answer to any command (one batch
             included); a worker past it is killed and ``TimeoutError`` is raised.
@@ -61,13 +60,38 @@ class MultiCollectorOptions:
         30.0
     """
 
-    env_device: torch.device | str | None = None
-    policy_device: torch.device | str | None = None
-    storing_device: torch.device | str | None = None
-    num_threads: int = 1
     start_timeout: float = 120.0
     batch_timeout: float = 300.0
     shutdown_timeout: float = 10.0
+
+
+def _env_fns(owner: str, create_env_fn: Any, num_workers: int | None, kwargs: Any) -> list[Any]:
+    """One env factory per worker: TorchRL's list of factories, or one factory and
+    ``num_workers``; ``create_env_kwargs`` (a dict, or one per worker) bound to them."""
+    if isinstance(create_env_fn, (list, tuple)):
+        fns = list(create_env_fn)
+        if num_workers is not None and num_workers != len(fns):
+            raise ValueError(
+                f"{owner}.__init__: num_workers does not match create_env_fn (got "
+                f"num_workers={num_workers} and {len(fns)} env factories). Pass one of them."
+            )
+    elif callable(create_env_fn) and not isinstance(create_env_fn, EnvBase) and num_workers:
+        fns = [create_env_fn] * int(num_workers)
+    else:
+        fns = []
+    if not fns or not all(callable(f) and not isinstance(f, EnvBase) for f in fns):
+        raise TypeError(
+            f"{owner}.__init__: create_env_fn must be a non-empty list of callables returning "
+            f"an EnvBase, one per worker, or one callable with num_workers (got "
+            f"{create_env_fn!r}). Pass e.g. [make_env] * 2 or make_env, num_workers=2."
+        )
+    per_worker = kwargs if isinstance(kwargs, (list, tuple)) else [kwargs] * len(fns)
+    if len(per_worker) != len(fns):
+        raise ValueError(
+            f"{owner}.__init__: create_env_kwargs holds {len(per_worker)} dicts (expected one "
+            f"per worker: {len(fns)}). Pass one dict for all workers or one per worker."
+        )
+    return [functools.partial(f, **kw) if kw else f for f, kw in zip(fns, per_worker)]
 
 
 def _check_options(owner: str, method: str, options: MultiCollectorOptions) -> None:
@@ -96,7 +120,7 @@ def _layout_difference(a: TensorDictBase, b: TensorDictBase) -> str | None:
     return None
 
 
-class MultiCollectorBase(ClosingContext):
+class MultiCollectorBase(CollectorBase):
     """What :class:`MultiSyncCollector` and :class:`MultiAsyncCollector` share (see them).
 
     Subclasses write ``_worker_frames`` (frames per worker batch) and ``_next_batch``.
@@ -104,33 +128,84 @@ class MultiCollectorBase(ClosingContext):
 
     def __init__(
         self,
-        create_env_fns: Sequence[Callable[[], EnvBase]],
+        create_env_fn: Sequence[Callable[..., EnvBase]] | Callable[..., EnvBase],
         policy: Policy | None = None,
         *,
+        num_workers: int | None = None,
+        policy_factory: Callable[[], Policy] | None = None,
         frames_per_batch: int,
         total_frames: int = -1,
+        device: Device = None,
+        storing_device: Device = None,
+        env_device: Device = None,
+        policy_device: Device = None,
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        collector_class: Any = None,
         max_frames_per_traj: int | None = None,
-        init_random_frames: int = 0,
+        init_random_frames: int | None = None,
         reset_at_each_iter: bool = False,
-        split_trajs: bool = False,
-        exploration_type: ExplorationType = ExplorationType.RANDOM,
-        replay_buffer: Any = None,
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
-        weight_sync: WeightSyncScheme | None = None,
+        split_trajs: bool | None = None,
+        exploration_type: ExplorationType = ExplorationType.RANDOM,
+        reset_when_done: bool = True,
+        update_at_each_batch: bool = False,
+        preemptive_threshold: float | None = None,
+        num_threads: int | None = None,
+        num_sub_threads: int = 1,
+        cat_results: str | int | None = None,
+        set_truncated: bool = False,
+        use_buffers: bool | None = None,
+        replay_buffer: Any = None,
+        extend_buffer: bool = True,
+        trust_policy: bool | None = None,
+        compile_policy: bool | Mapping[str, Any] | None = None,
+        cudagraph_policy: Any = None,
+        no_cuda_sync: bool = False,
+        weight_updater: Any = None,
+        weight_sync_schemes: Mapping[str, WeightSyncScheme] | None = None,
+        weight_recv_schemes: Any = None,
+        track_policy_version: bool = False,
+        worker_idx: int | None = None,
+        trajs_per_batch: int | None = None,
+        trajs_per_write: int | None = None,
+        traj_format: str | None = None,
+        init_fn: Any = None,
+        auto_register_policy_transforms: bool | None = None,
+        pre_collect_hook: Callable[[], Any] | None = None,
+        post_collect_hook: Callable[[TensorDictBase], Any] | None = None,
+        compact_obs: bool = False,
+        return_same_td: bool = False,
         mp_start_method: str | None = None,
         options: MultiCollectorOptions | None = None,
-        return_same_td: bool = False,
     ) -> None:
         owner = type(self).__name__
         self._owner = owner
         self._closed = True  # until the workers run: shutdown() must then do nothing
-        fns = list(create_env_fns) if isinstance(create_env_fns, (list, tuple)) else None
-        if not fns or not all(callable(f) for f in fns):
-            raise TypeError(
-                f"{owner}.__init__: create_env_fns must be a non-empty list of callables "
-                f"returning an EnvBase, one per worker (got {create_env_fns!r}). Pass e.g. "
-                "[make_env] * 2."
-            )
+        check_supported(
+            f"{owner}.__init__",
+            {
+                "collector_class": collector_class,
+                "reset_when_done": reset_when_done,
+                "preemptive_threshold": preemptive_threshold,
+                "num_threads": num_threads,
+                "use_buffers": use_buffers,
+                "extend_buffer": extend_buffer,
+                "trust_policy": trust_policy,
+                "cudagraph_policy": cudagraph_policy,
+                "weight_updater": weight_updater,
+                "weight_recv_schemes": weight_recv_schemes,
+                "track_policy_version": track_policy_version,
+                "worker_idx": worker_idx,
+                "trajs_per_batch": trajs_per_batch,
+                "trajs_per_write": trajs_per_write,
+                "traj_format": traj_format,
+                "init_fn": init_fn,
+                "auto_register_policy_transforms": auto_register_policy_transforms,
+                "compact_obs": compact_obs,
+            },
+        )
+        self.cat_results = self._check_cat_results(cat_results)
+        fns = _env_fns(owner, create_env_fn, num_workers, create_env_kwargs)
         if frames_per_batch <= 0:
             raise ValueError(
                 f"{owner}.__init__: frames_per_batch must be positive (got {frames_per_batch})."
@@ -138,52 +213,74 @@ class MultiCollectorBase(ClosingContext):
         options = options or MultiCollectorOptions()
         method = mp_start_method or "spawn"
         _check_options(owner, method, options)
-        self.num_workers = len(fns)
-        self.policy = policy
-        self.frames_per_batch = frames_per_batch
-        self.total_frames = total_frames
-        self.split_trajs = split_trajs
-        self.replay_buffer = replay_buffer
-        self.postproc = postproc
         if return_same_td and replay_buffer is not None:
             raise ValueError(
                 f"{owner}.__init__: return_same_td=True cannot be used with a replay_buffer (got "
                 "both; expected at most one). The buffer stores copies of each batch: drop "
                 "return_same_td."
             )
+        self.num_workers = len(fns)
+        self.policy = resolve_policy(f"{owner}.__init__", policy, policy_factory)
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.split_trajs = bool(split_trajs)
+        self.replay_buffer = replay_buffer
+        self.postproc = postproc
+        self.update_at_each_batch = bool(update_at_each_batch)
         self.return_same_td = bool(return_same_td)
         self.options = options
+        self.num_sub_threads = int(num_sub_threads)
         self.mp_start_method = method
         self.frames = 0
         self._busy: set[int] = set()  # workers with a batch in flight (async collector)
-        self._storing = torch.device(options.storing_device) if options.storing_device else None
+        device_ = as_device(owner, "device", device)
+        self._storing = as_device(owner, "storing_device", storing_device) or device_
+        self.storing_device = self._storing
         per_worker = self._worker_frames(frames_per_batch)
-        if weight_sync is None:
-            has = policy_weights(policy) is not None
-            weight_sync = SharedMemWeightSyncScheme() if has else NoWeightSyncScheme()
-        self.weight_sync = weight_sync
+        scheme = policy_scheme(f"{owner}.__init__", weight_sync_schemes)
+        if scheme is None:
+            has = policy_weights(self.policy) is not None
+            scheme = SharedMemWeightSyncScheme() if has else NoWeightSyncScheme()
+        self.weight_sync = scheme
         kwargs = {
             "frames_per_batch": per_worker,
             "max_frames_per_traj": max_frames_per_traj,
-            "init_random_frames": -(-init_random_frames // self.num_workers),
+            "init_random_frames": -(-int(init_random_frames or 0) // self.num_workers),
             "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": exploration_type,
-            "env_device": options.env_device,
-            "policy_device": options.policy_device,
+            "env_device": as_device(owner, "env_device", env_device),
+            "policy_device": as_device(owner, "policy_device", policy_device) or device_,
+            "set_truncated": set_truncated,
+            "compile_policy": compile_policy,
+            "no_cuda_sync": no_cuda_sync,
+            "pre_collect_hook": pre_collect_hook,
+            "post_collect_hook": post_collect_hook,
         }
-        self._start(fns, kwargs)
+        self._start(fns, kwargs, policy_factory)
+
+    def _check_cat_results(self, cat_results: Any) -> str | int:
+        if cat_results is None or cat_results == "stack":
+            return "stack"
+        if isinstance(cat_results, int) and not isinstance(cat_results, bool):
+            return cat_results
+        raise ValueError(
+            f"{self._owner}.__init__: cat_results must be 'stack' or an int dim (got "
+            f"{cat_results!r}). Pass None for 'stack'."
+        )
 
     # ------------------------------------------------------------------ start
     def _worker_frames(self, frames_per_batch: int) -> int:
         raise NotImplementedError
 
-    def _start(self, fns: list[Callable[[], EnvBase]], kwargs: dict[str, Any]) -> None:
+    def _start(
+        self, fns: list[Callable[[], EnvBase]], kwargs: dict[str, Any], factory: Any
+    ) -> None:
         ctx = multiprocessing.get_context(self.mp_start_method)
         opts = self.options
         self._pool = WorkerPool(
             self._owner,
             ctx,
-            num_threads=opts.num_threads,
+            num_threads=self.num_sub_threads,
             step_timeout=opts.batch_timeout,
             start_timeout=opts.start_timeout,
             shutdown_timeout=opts.shutdown_timeout,
@@ -194,7 +291,11 @@ class MultiCollectorBase(ClosingContext):
         try:
             receivers = self.weight_sync.setup(self.policy, self.num_workers, ctx)
             payloads = [
-                cloudpickle.dumps(WorkerSetup(fn, self.policy, kwargs, self.num_workers))
+                cloudpickle.dumps(
+                    WorkerSetup(
+                        fn, None if factory else self.policy, kwargs, self.num_workers, factory
+                    )
+                )
                 for fn in fns
             ]
             args = [(p, r) for p, r in zip(payloads, receivers)]
@@ -258,7 +359,7 @@ class MultiCollectorBase(ClosingContext):
         """The yielded batch: ``same`` (the shared memory) with ``return_same_td``, else memory
         the caller owns (one batched clone, or the copy to ``storing_device``)."""
         storing = self._storing
-        moves = storing is not None and storing != same.device
+        moves = storing is not None and storing.type != "cpu"  # the shared memory is cpu
         if self.return_same_td or self.split_trajs:  # split_trajectories copies by itself
             return same.to(storing) if moves else same
         return tree.view().to(storing) if moves else tree.clone()

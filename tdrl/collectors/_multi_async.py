@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensordict import TensorDictBase
 
 from tdrl.collectors._multi import MultiCollectorBase
@@ -40,11 +42,22 @@ class MultiAsyncCollector(MultiCollectorBase):
 
     last_worker: int | None = None
 
+    def _check_cat_results(self, cat_results: Any) -> str | int:
+        if cat_results is not None and cat_results != "stack":
+            raise ValueError(
+                f"{self._owner}.__init__: cat_results is for MultiSyncCollector (got "
+                f"{cat_results!r}; expected None). Each batch of this collector comes from one "
+                "worker: drop cat_results."
+            )
+        return "stack"
+
     def _worker_frames(self, frames_per_batch: int) -> int:
         return frames_per_batch
 
     def _next_batch(self) -> TensorDictBase:
         pool = self._live_pool("__iter__")
+        if self.update_at_each_batch:
+            self.update_policy_weights_()
         with self._guard():
             for w in range(self.num_workers):
                 if w not in self._busy:

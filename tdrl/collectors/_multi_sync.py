@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from tensordict import TensorDictBase
 
 from tdrl.collectors._multi import MultiCollectorBase
@@ -23,9 +24,9 @@ class MultiSyncCollector(MultiCollectorBase):
     ``("collector", "traj_ids")`` are unique across workers and batches (worker ``w`` uses the
     ids ``w, w + n, w + 2n, ...``); ``("collector", "worker_id")`` tells the worker.
 
-    Each worker builds its env from ``create_env_fns[w]`` (cloudpickled: lambdas are fine) and
+    Each worker builds its env from ``create_env_fn[w]`` (cloudpickled: lambdas are fine) and
     receives a copy of the policy by value; policy weights then reach the workers through
-    ``weight_sync``. Workers are non-daemonic processes, so their envs may start processes
+    the ``weight_sync_schemes``. Workers are non-daemonic processes, so their envs may start processes
     themselves (e.g. a :class:`~tdrl.envs.ParallelEnv`).
 
     Failures: an exception in a worker raises :class:`~tdrl.errors.WorkerError` naming the
@@ -36,28 +37,53 @@ class MultiSyncCollector(MultiCollectorBase):
     process dies. ``shutdown()`` is idempotent and bounded, also runs from ``__del__``, ``with``
     blocks and at interpreter exit, and leaves no process or shared memory behind.
 
+    The signature is TorchRL's (then tdrl's ``return_same_td``, ``mp_start_method`` and
+    ``options``). Arguments tdrl cannot honour are accepted at their defaults only and raise
+    ``ValueError`` otherwise: ``collector_class``, ``reset_when_done``,
+    ``preemptive_threshold``, ``num_threads``, ``use_buffers`` (False), ``extend_buffer``
+    (False), ``trust_policy`` (False), ``cudagraph_policy``, ``weight_updater``,
+    ``weight_recv_schemes``, ``track_policy_version``, ``worker_idx``, ``trajs_per_batch``,
+    ``trajs_per_write``, ``traj_format``, ``init_fn``, ``auto_register_policy_transforms`` and
+    ``compact_obs``.
+
     Args:
-        create_env_fns: one env factory per worker (their count is the number of workers).
+        create_env_fn: one env factory per worker (their count is the number of workers), or
+            one factory with ``num_workers``.
         policy: a TensorDict-to-TensorDict callable; random actions when None.
+        num_workers: the number of workers when ``create_env_fn`` is one factory.
+        policy_factory: builds the policy in each worker (and once here, the weights'
+            reference), instead of sending ``policy`` by value.
         frames_per_batch: frames per batch over all workers (a multiple of
             ``num_workers * env.batch_size.numel()``).
-        total_frames: stop after this many frames (-1: never).
+        total_frames: stop after this many frames (-1: never); ``len(collector)`` is
+            ``ceil(total_frames / frames_per_batch)``.
+        device: the default of ``storing_device`` and ``policy_device``.
+        storing_device: device of the yielded batches (collected in shared cpu memory; another
+            device costs the copy there instead of the clone).
+        env_device, policy_device: as for :class:`Collector`, in each worker.
+        create_env_kwargs: keyword arguments of the env factories (one dict, or one per worker).
         max_frames_per_traj: truncate trajectories longer than this (per worker, as
             :class:`Collector`).
         init_random_frames: random actions for the first frames (split evenly over workers).
         reset_at_each_iter: reset every env at the start of each batch.
+        postproc: a callable applied to each batch (in this process) before it is yielded.
         split_trajs: yield ``[num_trajs, max_len]`` padded trajectories (see
             :func:`split_trajectories`).
         exploration_type: the exploration type the policy runs under in the workers.
+        update_at_each_batch: call ``update_policy_weights_()`` before each batch.
+        num_sub_threads: torch intra-op threads per worker.
+        cat_results: ``"stack"`` (None: the default) stacks the workers on a new leading dim;
+            an int concatenates their batches along that dim.
+        set_truncated, compile_policy, no_cuda_sync, pre_collect_hook, post_collect_hook: as
+            for :class:`Collector`, applied in each worker.
         replay_buffer: if given, each batch is written to it and the iterator yields ``None``.
-        postproc: a callable applied to each batch (in this process) before it is yielded.
-        weight_sync: how ``update_policy_weights_`` reaches the workers. Default:
-            :class:`SharedMemWeightSyncScheme` for an ``nn.Module`` policy with weights,
-            :class:`NoWeightSyncScheme` otherwise.
+        weight_sync_schemes: ``{"policy": scheme}``: how ``update_policy_weights_`` reaches the
+            workers. Default: :class:`SharedMemWeightSyncScheme` for an ``nn.Module`` policy
+            with weights, :class:`NoWeightSyncScheme` otherwise.
+        return_same_td: yield the shared batch memory itself instead of a copy the caller owns.
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"`` (the global
             start method is never changed).
-        options: devices, threads and timeouts (:class:`MultiCollectorOptions`).
-        return_same_td: yield the shared batch memory itself instead of a copy the caller owns.
+        options: timeouts (:class:`MultiCollectorOptions`).
 
     Examples:
         >>> from tdrl.testing import CountingEnv
@@ -81,9 +107,14 @@ class MultiSyncCollector(MultiCollectorBase):
     def _next_batch(self) -> TensorDictBase:
         pool = self._live_pool("__iter__")
         workers = range(self.num_workers)
+        if self.update_at_each_batch:
+            self.update_policy_weights_()
         with self._guard():
             for w in workers:
                 pool.send(w, "collect", (self.weight_sync.message(w),))
             pool.gather(workers, "collect")
         self.frames += self.frames_per_batch
-        return self._output(self._batch_view, self._same_batch)
+        batch = self._output(self._batch_view, self._same_batch)
+        if self.cat_results != "stack":  # TorchRL's cat_results=dim: workers concatenated
+            return torch.cat(batch.unbind(0), int(self.cat_results))
+        return batch

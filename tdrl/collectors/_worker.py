@@ -34,6 +34,7 @@ class WorkerSetup:
     policy: Any
     collector_kwargs: dict[str, Any]
     num_workers: int
+    policy_factory: Any = None
 
 
 def _tail(key: Any) -> tuple[str, ...]:
@@ -42,7 +43,14 @@ def _tail(key: Any) -> tuple[str, ...]:
 
 def _dry_run(env: EnvBase, policy: Any, kwargs: dict[str, Any]) -> TensorDictBase:
     """One step of collection with the worker's settings: the layout of a batch, ``[*B, 1]``."""
-    probe_kwargs = dict(kwargs, frames_per_batch=max(env.batch_size.numel(), 1), total_frames=-1)
+    probe_kwargs = dict(
+        kwargs,
+        frames_per_batch=max(env.batch_size.numel(), 1),
+        total_frames=-1,
+        set_truncated=False,  # the layout only: no marks, no hooks, no compilation
+        pre_collect_hook=None,
+        compile_policy=None,
+    )
     probe = Collector(env, policy, **probe_kwargs)
     layout = probe.rollout().clone()
     probe.shutdown()
@@ -56,10 +64,12 @@ class _Server:
         self.index, self.num_workers = index, setup.num_workers
         env = setup.create_env_fn()
         self.env = env
-        receiver.attach(setup.policy)
+        policy = setup.policy_factory() if setup.policy_factory is not None else setup.policy
+        self.collector = Collector(env, policy, **setup.collector_kwargs)
+        # the policy the collector runs (a copy when it moved it to policy_device)
+        receiver.attach(self.collector.policy)
         self.receiver = receiver
-        self.layout = _dry_run(env, setup.policy, setup.collector_kwargs)
-        self.collector = Collector(env, setup.policy, **setup.collector_kwargs)
+        self.layout = _dry_run(env, self.collector.policy, setup.collector_kwargs)
         self._row: TensorDictBase | None = None
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._ids: list[torch.Tensor] = []
@@ -90,6 +100,8 @@ class _Server:
         """Applies pending weights, collects one batch and copies it into the shared row."""
         self.receiver.receive(message)
         batch = self.collector.rollout()
+        if self.collector.post_collect_hook is not None:
+            self.collector.post_collect_hook(batch)
         if self._pairs is None:
             self._bind(batch)
         assert self._pairs is not None

@@ -131,7 +131,7 @@ def test_spawn_with_lambdas_and_a_policy():
         frames_per_batch=4,
         total_frames=8,
         mp_start_method="spawn",
-        options=MultiCollectorOptions(storing_device="cpu"),
+        storing_device="cpu",
     ) as collector:
         actions = []
         for batch in collector:

@@ -100,7 +100,7 @@ def test_batches_started_after_an_update_use_the_new_weights(cls, scheme_cls):
         policy,
         frames_per_batch=8,
         total_frames=8 * 12,
-        weight_sync=scheme_cls(),
+        weight_sync_schemes={"policy": scheme_cls()},
         mp_start_method="fork",
     )
     version, started_at = 0, {}
