@@ -92,12 +92,12 @@ def _tdrl_loss(kind: str) -> nn.Module:
             actor,
             critic,
             clip_epsilon=CLIP,
-            entropy_coef=ENTROPY_COEF,
+            entropy_coeff=ENTROPY_COEF,
             loss_critic_type="l2",
             normalize_advantage=True,
         )
     if kind == "a2c":
-        return A2CLoss(actor, critic, entropy_coef=ENTROPY_COEF, loss_critic_type="l2")
+        return A2CLoss(actor, critic, entropy_coeff=ENTROPY_COEF, loss_critic_type="l2")
     return ReinforceLoss(actor)  # no critic, no entropy bonus: the classic estimator
 
 
@@ -144,7 +144,7 @@ def _raw_terms(
     entropy = dist.entropy().sum(-1).mean()
     total = total - ENTROPY_COEF * entropy
     v, target = value(data["observation"]), data["value_target"]
-    total = total + (0.5 * (v - target).pow(2)).mean()
+    total = total + (v - target).pow(2).mean()  # "l2": the full squared error
     logs["entropy"] = entropy.detach()
     logs["explained_variance"] = (1 - (target - v).var() / target.var().clamp_min(1e-8)).detach()
     return total, logs

@@ -78,7 +78,7 @@ def main(
             # importance weights in sample["priority_weight"] are left unused here.
             out = loss(sample)
             optim.zero_grad()
-            out["loss_qvalue"].backward()
+            out["loss"].backward()
             torch.nn.utils.clip_grad_norm_(loss.parameters(), 10.0)
             optim.step()
             schedule.step()
@@ -90,7 +90,7 @@ def main(
             print(
                 f"frames {collector.frames:6d}  eps {float(egreedy.eps):.2f}  "
                 f"episodes ended {int(batch['next', 'done'].sum()):3d}  "
-                f"loss {float(out['loss_qvalue'].detach()):.4f}"
+                f"loss {float(out['loss'].detach()):.4f}"
             )
     collector.shutdown()
 

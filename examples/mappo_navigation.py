@@ -77,6 +77,7 @@ def main(frames: int = 60_000, num_envs: int = 16, seed: int = 0) -> float:
         critic,
         clip_epsilon=0.2,
         entropy_bonus=False,
+        critic_coeff=0.5,  # "l2" is the full squared error: 0.5 * MSE
         loss_critic_type="l2",
         normalize_advantage=True,
     )

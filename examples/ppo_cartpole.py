@@ -24,7 +24,9 @@ def main(frames: int = 50_000, num_envs: int = 8, seed: int = 0) -> float:
     env.set_seed(seed)
 
     # Policy: observation -> logits -> one-hot action; critic: observation -> state value.
-    policy_net = MLP(in_features=4, out_features=2, num_cells=[64, 64], activation_class=torch.nn.Tanh)
+    policy_net = MLP(
+        in_features=4, out_features=2, num_cells=[64, 64], activation_class=torch.nn.Tanh
+    )
     actor = ProbabilisticActor(
         TensorDictModule(policy_net, ["observation"], ["logits"]),
         ["logits"],
@@ -38,8 +40,8 @@ def main(frames: int = 50_000, num_envs: int = 8, seed: int = 0) -> float:
         actor,
         critic,
         clip_epsilon=0.2,
-        entropy_coef=0.0,
-        critic_coef=1.0,
+        entropy_coeff=0.0,
+        critic_coeff=0.5,  # "l2" is the full squared error: 0.5 * MSE
         loss_critic_type="l2",
         normalize_advantage=True,
     )

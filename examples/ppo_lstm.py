@@ -84,8 +84,8 @@ def main(frames: int = 100_000, num_envs: int = 16, steps: int = 32, seed: int =
         actor,
         critic,
         clip_epsilon=0.2,
-        entropy_coef=0.01,
-        critic_coef=0.05,
+        entropy_coeff=0.01,
+        critic_coeff=0.025,  # "l2" is the full squared error
         loss_critic_type="l2",
         normalize_advantage=True,
     )

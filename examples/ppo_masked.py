@@ -59,7 +59,8 @@ def main(frames: int = 10_000, num_envs: int = 8, seed: int = 0) -> float:
         actor,
         critic,
         clip_epsilon=0.2,
-        entropy_coef=0.01,
+        entropy_coeff=0.01,
+        critic_coeff=0.5,  # "l2" is the full squared error: 0.5 * MSE
         loss_critic_type="l2",
         normalize_advantage=True,
     )

@@ -52,7 +52,9 @@ def main(
         MLP(in_features=4, out_features=1, num_cells=[64, 64], activation_class=nn.ReLU),
         in_keys=["observation", "action"],
     )
-    loss = SACLoss(actor, qvalue, num_qvalue_nets=2, action_spec=env.action_spec)
+    loss = SACLoss(
+        actor, qvalue, num_qvalue_nets=2, action_spec=env.action_spec, loss_function="l2"
+    )
     loss.make_value_estimator("TD0", gamma=0.99)
     target_update = SoftUpdate(loss, tau=0.005)
     # The three terms touch disjoint parameters (the actor term sees detached critics), so

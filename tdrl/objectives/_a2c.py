@@ -12,7 +12,8 @@ class A2CLoss(PolicyGradientLoss):
 
     Advantages come from the batch or, when missing, from the loss's value estimator (GAE by
     default). Arguments are those of :class:`~tdrl.objectives.PPOLoss` (no ratio is needed, so the
-    batch does not need the collection log-prob).
+    batch does not need the collection log-prob); as in TorchRL, ``"explained_variance"`` is
+    not output by default.
 
     Examples:
         >>> import torch
@@ -22,3 +23,5 @@ class A2CLoss(PolicyGradientLoss):
         >>> A2CLoss(make_categorical_actor())(batch)["loss_objective"].shape
         torch.Size([])
     """
+
+    _log_explained_variance = False

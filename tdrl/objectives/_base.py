@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -11,7 +12,9 @@ from tensordict import TensorDict, TensorDictBase, TensorDictParams
 from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import nn
+from torch.nn.parameter import UninitializedParameter
 
+from tdrl.modules import set_recurrent_mode
 from tdrl.objectives.value import (
     GAE,
     TD0Estimator,
@@ -61,6 +64,12 @@ class LossModule(nn.Module):
     - ``default_value_estimator`` and ``_value_network_for_estimator()`` when they use one;
     - networks as submodules, and targets with ``_make_target(name)``.
 
+    As in TorchRL, ``forward`` and every public method whose name ends in ``loss`` (e.g.
+    ``TD3Loss.actor_loss``) run under ``set_recurrent_mode(True)``: recurrent modules of the
+    networks process whole sequences (time is the last batch dim). The networks' parameters
+    are exposed as TorchRL does: ``loss.<network>_params`` (live) and
+    ``loss.target_<network>_params`` (target, when the loss keeps one).
+
     Examples:
         >>> import dataclasses
         >>> class Half(LossModule):
@@ -88,11 +97,50 @@ class LossModule(nn.Module):
         "terminated",
     )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if callable(value) and (name == "forward" or _is_loss_method(name)):
+                setattr(cls, name, _in_sequence_mode(value))
+
     def __init__(self) -> None:
         super().__init__()
         self._keys = type(self).Keys()
         self._value_estimator: nn.Module | None = None
         self._targets: dict[str, str] = {}
+        self._pending_targets: list[str] = []
+        self._gamma: float | None = None
+
+    def _torchrl_options(
+        self,
+        *,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        reduction: str | None = None,
+        **unsupported: tuple[Any, Any],
+    ) -> None:
+        """Applies the TorchRL arguments tdrl honours and rejects the others.
+
+        ``gamma`` becomes the value estimator's discount, ``priority_key`` the ``priority``
+        key; ``reduction`` must be ``None``/``"mean"``; every ``name=(value, default)`` of
+        ``unsupported`` must be at its default.
+        """
+        where = f"{type(self).__name__}.__init__"
+        if reduction not in (None, "mean"):
+            raise ValueError(
+                f"{where}: reduction={reduction!r} is not supported (got {reduction!r}; expected "
+                "None or 'mean'). Compute per-sample terms from the returned 'td_error'."
+            )
+        for name, (value, default) in unsupported.items():
+            if value is not default and not (type(value) is type(default) and value == default):
+                raise ValueError(
+                    f"{where}: {name}={value!r} is not supported by tdrl (got {value!r}; "
+                    f"expected the default {default!r}). Leave {name} at its default."
+                )
+        if gamma is not None:
+            self._gamma = float(gamma)
+        if priority_key is not None:
+            self.set_keys(priority=priority_key)
 
     # ---------------------------------------------------------------- keys
     @property
@@ -132,7 +180,7 @@ class LossModule(nn.Module):
         return None
 
     def _default_hyperparams(self) -> dict[str, Any]:
-        return {"gamma": 0.99}
+        return {"gamma": 0.99 if self._gamma is None else self._gamma}
 
     def make_value_estimator(
         self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
@@ -188,19 +236,81 @@ class LossModule(nn.Module):
         ``with self.<name>_target_params.to_module(self.<name>): ...``.
         """
         module = getattr(self, name)
+        self._targets[name] = f"{name}_target_params"
+        if any(isinstance(p, UninitializedParameter) for p in module.parameters()):
+            # A lazy network: its target is made once the first forward has built its weights.
+            self._pending_targets.append(name)
+            setattr(self, f"{name}_target_params", None)
+            return None  # type: ignore[return-value]
         params = TensorDict.from_module(module).detach().clone()
         target = TensorDictParams(params, no_convert=True)
         setattr(self, f"{name}_target_params", target)
-        self._targets[name] = f"{name}_target_params"
         return target
 
+    def _materialize_targets(self, tensordict: TensorDictBase) -> None:
+        """Builds the targets of lazy networks (runs them once on ``tensordict`` if needed)."""
+        for name in list(self._pending_targets):
+            module = getattr(self, name)
+            if any(isinstance(p, UninitializedParameter) for p in module.parameters()):
+                with torch.no_grad():
+                    module(tensordict.copy())
+            self._pending_targets.remove(name)
+            self._make_target(name)
+
     def target_pairs(self) -> Iterator[tuple[TensorDictBase, TensorDictBase]]:
-        """Yields ``(live_params, target_params)`` for every network that has a target."""
+        """Yields ``(live_params, target_params)`` for every network whose target exists."""
         for name, attr in self._targets.items():
-            yield TensorDict.from_module(getattr(self, name)), getattr(self, attr)
+            target = getattr(self, attr)
+            if target is not None:
+                yield TensorDict.from_module(getattr(self, name)), target
+
+    # ---------------------------------------------------------------- TorchRL parameter names
+    def __getattr__(self, name: str) -> Any:
+        # ``<network>_params`` / ``target_<network>_params`` as TorchRL names them.
+        if name.endswith("_params") and not name.startswith("_"):
+            base = name[: -len("_params")]
+            target = base.startswith("target_")
+            network = base[len("target_") :] if target else base
+            module = self.__dict__.get("_modules", {}).get(network)
+            if module is not None and (not target or network in self._targets):
+                return self._network_params(network, module, target)
+        return super().__getattr__(name)
+
+    def _network_params(self, network: str, module: nn.Module, target: bool) -> TensorDictBase:
+        stacked = getattr(module, "params", None)
+        ensemble = isinstance(stacked, TensorDictParams)  # a QEnsemble: members stacked
+        if not target:
+            return stacked if ensemble else TensorDict.from_module(module)
+        params = getattr(self, f"{network}_target_params")
+        if params is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.target_{network}_params: the target of the lazy network "
+                f"{network!r} does not exist yet (got no forward call; expected one first). "
+                "Call the loss on a batch first."
+            )
+        return params["params"] if ensemble else params
 
     @torch.no_grad()
     def reset_targets(self) -> None:
         """Copies the live parameters into every target."""
         for live, target in self.target_pairs():
             target.data.update_(live.data)
+
+
+def _is_loss_method(name: str) -> bool:
+    return not name.startswith("_") and name.endswith("loss")
+
+
+def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(method, "_tdrl_sequence_mode", False):
+        return method
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._pending_targets and args:
+            self._materialize_targets(args[0])
+        with set_recurrent_mode(True):
+            return method(self, *args, **kwargs)
+
+    wrapper._tdrl_sequence_mode = True  # type: ignore[attr-defined]
+    return wrapper

@@ -48,8 +48,8 @@ class CQLLoss(SACLoss):
     Args:
         actor_network: the stochastic policy.
         qvalue_network: the critic (or a list of critics of one architecture).
-        num_qvalue_nets: the number of critics.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        num_qvalue_nets: the number of critics (keyword; TorchRL's CQL always has two).
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         alpha_init: the initial temperature of the entropy term.
         fixed_alpha: keep the entropy temperature constant.
         target_entropy: a float, or ``"auto"`` for minus the action dimension.
@@ -60,6 +60,13 @@ class CQLLoss(SACLoss):
         num_random: the number of actions of each kind per state.
         with_lagrange: tune the weight of the conservative term (``log_alpha_prime``).
         lagrange_thresh: the target gap of the lagrange option.
+        min_alpha, max_alpha, delay_qvalue, gamma, reduction: as in
+            :class:`~tdrl.objectives.SACLoss`.
+        delay_actor: only ``False`` (TorchRL's default).
+        max_q_backup: only ``False`` (TorchRL's default).
+        deterministic_backup: ``True`` (default): no entropy term in the target; ``False``
+            keeps SAC's ``- alpha * log pi(a'|s')``.
+        deactivate_vmap, scalar_output_mode: TorchRL's; only their defaults are accepted.
 
     Examples:
         >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
@@ -74,6 +81,7 @@ class CQLLoss(SACLoss):
     """
 
     _backup_entropy = False
+    _weights_supported = False
     action_low: Tensor
     action_high: Tensor
 
@@ -82,29 +90,54 @@ class CQLLoss(SACLoss):
         actor_network: TensorDictModuleBase,
         qvalue_network: QNetworks,
         *,
-        num_qvalue_nets: int = 2,
-        loss_function: str = "l2",
+        loss_function: str = "smooth_l1",
         alpha_init: float = 1.0,
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
+        action_spec: TensorSpec | None = None,
         fixed_alpha: bool = False,
         target_entropy: float | str = "auto",
-        action_spec: TensorSpec | None = None,
+        delay_actor: bool = False,
+        delay_qvalue: bool = True,
+        gamma: float | None = None,
         temperature: float = 1.0,
         min_q_weight: float = 1.0,
+        max_q_backup: bool = False,
+        deterministic_backup: bool = True,
         num_random: int = 10,
         with_lagrange: bool = False,
         lagrange_thresh: float = 0.0,
+        reduction: str | None = None,
+        deactivate_vmap: bool = False,
+        scalar_output_mode: str | None = None,
+        num_qvalue_nets: int = 2,
     ) -> None:
+        where = "CQLLoss.__init__"
+        if max_q_backup:
+            raise ValueError(
+                f"{where}: max_q_backup=True is not supported by tdrl (got True; expected "
+                "False). Leave max_q_backup at its default."
+            )
         super().__init__(
             actor_network,
             qvalue_network,
             num_qvalue_nets=num_qvalue_nets,
             loss_function=loss_function,
             alpha_init=alpha_init,
+            min_alpha=min_alpha,
+            max_alpha=max_alpha,
+            action_spec=action_spec,
             fixed_alpha=fixed_alpha,
             target_entropy=target_entropy,
-            action_spec=action_spec,
+            delay_actor=delay_actor,
+            delay_qvalue=delay_qvalue,
+            gamma=gamma,
+            reduction=reduction,
+            deactivate_vmap=deactivate_vmap,
+            scalar_output_mode=scalar_output_mode,
         )
-        where = "CQLLoss.__init__"
+        # TorchRL's deterministic_backup=False keeps SAC's entropy term in the target.
+        self._backup_entropy = not deterministic_backup
         if temperature <= 0 or num_random < 1:
             raise ValueError(
                 f"{where}: temperature must be > 0 and num_random >= 1 (got {temperature}, "
@@ -150,7 +183,7 @@ class CQLLoss(SACLoss):
 
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td.batch_dims)
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td)
 
         scores = (proposed - unsqueeze_like(log_density, proposed[0])) / self.temperature
         soft_max = self.temperature * torch.logsumexp(scores, dim=1)
@@ -179,15 +212,20 @@ class DiscreteCQLLoss(DQNLoss):
     estimators, ``"td_error"``) applies; the conservative term ``"loss_cql"`` (scaled by
     ``min_q_weight``) pushes down the values of all actions while keeping the data action's
     up. Actions masked out by the root ``"action_mask"`` (when present) are left out of the
-    logsumexp.
+    logsumexp. As TorchRL's, the Bellman term is ``0.5 * distance`` and is output as
+    ``"loss_qvalue"`` (with ``"pred_value"``/``"target_value"``), and priority weights are not
+    used.
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"l2"`` (the squared error, halved as in TorchRL), ``"smooth_l1"``
+            or ``"l1"``.
         delay_value: keep a target copy of the network for the bootstrap values.
-        double_dqn: pick the next action with the live network (Double DQN).
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
         action_space: ``"one_hot"``, ``"categorical"`` or a spec (see ``DQNLoss``).
-        min_q_weight: the weight of the conservative term.
+        reduction: only ``None``/``"mean"``.
+        double_dqn: pick the next action with the live network (Double DQN; tdrl only).
+        min_q_weight: the weight of the conservative term (tdrl only; TorchRL's is 1).
 
     Examples:
         >>> from tdrl.testing import make_action_value_net, make_transition_batch
@@ -205,8 +243,10 @@ class DiscreteCQLLoss(DQNLoss):
         *,
         loss_function: str = "l2",
         delay_value: bool = True,
-        double_dqn: bool = False,
+        gamma: float | None = None,
         action_space: str | TensorSpec | None = None,
+        reduction: str | None = None,
+        double_dqn: bool = False,
         min_q_weight: float = 1.0,
     ) -> None:
         super().__init__(
@@ -214,9 +254,21 @@ class DiscreteCQLLoss(DQNLoss):
             loss_function=loss_function,
             delay_value=delay_value,
             double_dqn=double_dqn,
+            gamma=gamma,
             action_space=action_space,
+            reduction=reduction,
+            use_prioritized_weights=False,
         )
         self.min_q_weight = min_q_weight
+
+    _loss_key = "loss_qvalue"
+
+    def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
+        out = super()._output(td, pred, target)
+        out.set(self._loss_key, 0.5 * out.get(self._loss_key))
+        out.set("pred_value", pred.detach().mean())
+        out.set("target_value", target.mean())
+        return out
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_qvalue``, ``loss_cql`` and the diagnostics."""

@@ -13,8 +13,10 @@ from torch import Tensor
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._utils import (
     act,
+    batch_mean,
     call_with_params,
     check_loss_function,
+    check_prioritized_weights,
     detached,
     distance,
     get_entry,
@@ -40,15 +42,21 @@ class DDPGLoss(LossModule):
 
     Output: ``"loss_actor"`` (``-Q(s, mu(s))`` averaged; it trains the actor only: the critic
     is evaluated with detached weights), ``"loss_value"`` (the critic's mean distance to its
-    target), and detached diagnostics ``"td_error"`` (per sample, shape
-    ``batch.batch_size``), ``"pred_value"`` and ``"target_value"`` (means).
+    target, weighted by ``"priority_weight"`` when present as in TorchRL), and detached
+    diagnostics ``"td_error"`` (per sample, shape ``batch.batch_size``), ``"pred_value"`` and
+    ``"target_value"`` (means), ``"pred_value_max"`` and ``"target_value_max"``.
 
     Args:
         actor_network: the deterministic policy (a tensordict module).
         value_network: the critic (a tensordict module).
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"l2"`` (the squared error), ``"smooth_l1"`` or ``"l1"``.
         delay_actor: use a target actor for the next action.
         delay_value: use a target critic for the next value.
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        separate_losses: TorchRL's; only ``False``.
+        reduction: only ``None``/``"mean"``.
+        use_prioritized_weights: ``"auto"``/``True`` weight the critic loss by the batch's
+            ``"priority_weight"`` when present; ``False`` never.
 
     Examples:
         >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
@@ -57,8 +65,9 @@ class DDPGLoss(LossModule):
         >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_value"]).backward()
-        >>> sorted(out.keys())
-        ['loss_actor', 'loss_value', 'pred_value', 'target_value', 'td_error']
+        >>> sorted(out.keys())  # doctest: +NORMALIZE_WHITESPACE
+        ['loss_actor', 'loss_value', 'pred_value', 'pred_value_max', 'target_value',
+         'target_value_max', 'td_error']
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -70,6 +79,7 @@ class DDPGLoss(LossModule):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
 
@@ -81,8 +91,18 @@ class DDPGLoss(LossModule):
         loss_function: str = "l2",
         delay_actor: bool = False,
         delay_value: bool = True,
+        gamma: float | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        use_prioritized_weights: str | bool = "auto",
     ) -> None:
         super().__init__()
+        self._torchrl_options(
+            gamma=gamma, reduction=reduction, separate_losses=(separate_losses, False)
+        )
+        self.use_prioritized_weights = check_prioritized_weights(
+            use_prioritized_weights, "DDPGLoss.__init__"
+        )
         self.loss_function = check_loss_function(loss_function, "DDPGLoss.__init__")
         self.actor_network = actor_network
         self.value_network = value_network
@@ -114,7 +134,8 @@ class DDPGLoss(LossModule):
         pred = self._q(tensordict, None)
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred.detach(), next_value, where)
-        loss_value = distance(pred, target, self.loss_function).mean()
+        weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
+        loss_value = batch_mean(distance(pred, target, self.loss_function), tensordict, weight_key)
 
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
@@ -124,7 +145,9 @@ class DDPGLoss(LossModule):
                 "loss_actor": loss_actor,
                 "loss_value": loss_value,
                 "pred_value": pred.detach().mean(),
+                "pred_value_max": pred.detach().max(),
                 "target_value": target.mean(),
+                "target_value_max": target.max(),
             }
         )
         out.set(self.tensor_keys.priority, per_sample(pred - target, tensordict.batch_dims))

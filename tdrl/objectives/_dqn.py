@@ -12,8 +12,10 @@ from torch import Tensor
 
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._utils import (
+    batch_mean,
     call_with_params,
     check_loss_function,
+    check_prioritized_weights,
     distance,
     gather_action_value,
     get_entry,
@@ -39,7 +41,9 @@ class DQNLoss(LossModule):
     steps do not bootstrap, truncated ones do. When ``("next", "action_mask")`` is present
     (True = allowed), masked actions are never the argmax of the target.
 
-    Output: ``"loss_qvalue"`` (the mean distance) and the detached ``"td_error"``
+    Output: ``"loss"`` (the mean distance, TorchRL's key; weighted by the batch's
+    ``"priority_weight"`` when present and ``use_prioritized_weights`` is ``"auto"``/``True``,
+    as TorchRL's) and the detached ``"td_error"``
     (``|Q(s, a) - target|`` per sample, shape ``batch.batch_size``; extra dims such as agents
     are averaged). To feed a prioritized replay buffer, copy
     it back: ``batch.set("td_error", out["td_error"])``, then
@@ -47,14 +51,24 @@ class DQNLoss(LossModule):
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` (Huber) or ``"l1"``.
+        loss_function: ``"l2"`` (the squared error), ``"smooth_l1"`` (Huber) or ``"l1"``.
         delay_value: keep a target copy of the network (updated by ``SoftUpdate`` /
             ``HardUpdate``) for the bootstrap values.
         double_dqn: pick the next action with the live network and evaluate it with the
             target (Double DQN).
-        action_space: ``"one_hot"``, ``"categorical"`` or a ``OneHot``/``Categorical`` spec;
-            by default taken from the network's ``QValueModule``, else inferred from the data
-            (an action shaped like the action values is one-hot).
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument;
+            prefer ``make_value_estimator(gamma=...)``).
+        action_space: ``"one_hot"`` (or ``"one-hot"``), ``"categorical"`` or a
+            ``OneHot``/``Categorical`` spec; by default taken from the network's
+            ``QValueModule``, else inferred from the data (an action shaped like the action
+            values is one-hot).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        reduction: only ``None``/``"mean"`` (TorchRL's ``"sum"``/``"none"`` are refused).
+        use_prioritized_weights: ``"auto"``/``True`` weight the loss by the batch's
+            ``"priority_weight"`` when present; ``False`` never.
+
+    A lazy network (``nn.LazyLinear``, an ``MLP`` without ``in_features``) gets its target at
+    the first call, after its weights were built.
 
     Examples:
         >>> import torch
@@ -68,7 +82,7 @@ class DQNLoss(LossModule):
         ...              "done": torch.zeros(8, 1, dtype=torch.bool),
         ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
         >>> out = loss(batch)
-        >>> out["loss_qvalue"].backward()
+        >>> out["loss"].backward()
         >>> out["td_error"].shape
         torch.Size([8])
     """
@@ -84,8 +98,10 @@ class DQNLoss(LossModule):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
+    _loss_key = "loss"
 
     def __init__(
         self,
@@ -94,10 +110,16 @@ class DQNLoss(LossModule):
         loss_function: str = "l2",
         delay_value: bool = True,
         double_dqn: bool = False,
+        gamma: float | None = None,
         action_space: str | TensorSpec | None = None,
+        priority_key: NestedKey | None = None,
+        reduction: str | None = None,
+        use_prioritized_weights: str | bool = "auto",
     ) -> None:
         super().__init__()
         name = f"{type(self).__name__}.__init__"
+        self._torchrl_options(gamma=gamma, priority_key=priority_key, reduction=reduction)
+        self.use_prioritized_weights = check_prioritized_weights(use_prioritized_weights, name)
         self.loss_function = check_loss_function(loss_function, name)
         self.value_network = value_network
         self.delay_value = delay_value
@@ -138,7 +160,8 @@ class DQNLoss(LossModule):
         return self._output(tensordict, pred, target)
 
     def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
-        loss = distance(pred, target, self.loss_function).mean()
-        out = TensorDict({"loss_qvalue": loss})
+        weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
+        loss = batch_mean(distance(pred, target, self.loss_function), td, weight_key)
+        out = TensorDict({self._loss_key: loss})
         out.set(self.tensor_keys.priority, per_sample(pred - target, td.batch_dims))
         return out

@@ -13,7 +13,14 @@ from tensordict.utils import NestedKey
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedParameter
 
-from tdrl.objectives._utils import distance, get_entry, per_sample, plain_layers, run_layers
+from tdrl.objectives._utils import (
+    batch_mean,
+    distance,
+    get_entry,
+    per_sample,
+    plain_layers,
+    run_layers,
+)
 
 __all__ = ["QEnsemble"]
 
@@ -177,7 +184,12 @@ def ensemble_target(loss: nn.Module, name: str = "qvalue_network") -> TensorDict
 
 
 def ensemble_distance(
-    pred: Tensor, target: Tensor, loss_function: str, batch_dims: int
+    pred: Tensor,
+    target: Tensor,
+    loss_function: str,
+    td: TensorDictBase,
+    weight_key: NestedKey | None = None,
+    members: str = "sum",
 ) -> tuple[Tensor, Tensor]:
     """Regression of every member on one target.
 
@@ -185,12 +197,17 @@ def ensemble_distance(
         pred: ``[num_copies, *batch, *F]`` predictions.
         target: ``[*batch, *F]``, detached.
         loss_function: see :func:`tdrl.objectives.distance_loss`.
-        batch_dims: the number of batch dims (the TD error is averaged over the others).
+        td: the batch (its batch dims; the TD error is averaged over the other dims).
+        weight_key: the per-sample weights in ``td`` (see ``batch_mean``), or None.
+        members: ``"sum"`` (TorchRL's SAC, TD3, IQL, CQL) or ``"mean"`` (TorchRL's REDQ) of
+            the members' losses.
 
     Returns:
-        ``(loss, td_error)``: the sum over members of their mean distance, and the largest
-        absolute error among the members per sample (shape ``batch``).
+        ``(loss, td_error)``: the sum (or mean) over members of their mean distance, and the
+        largest absolute error among the members per sample (shape ``batch``).
     """
-    loss = distance(pred, target, loss_function).flatten(1).mean(1).sum()
-    td_error = per_sample((pred.detach() - target).abs().amax(0), batch_dims)
+    per_member = distance(pred, target, loss_function)
+    combined = per_member.sum(0) if members == "sum" else per_member.mean(0)
+    loss = batch_mean(combined, td, weight_key)
+    td_error = per_sample((pred.detach() - target).abs().amax(0), td.batch_dims)
     return loss, td_error

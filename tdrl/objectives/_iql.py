@@ -51,20 +51,24 @@ class IQLLoss(LossModule):
     Args:
         actor_network: the stochastic policy.
         qvalue_network: the critic (or a list of critics of one architecture).
-        value_network: the state-value network (keyword-only).
+        value_network: the state-value network (third positional argument, as in TorchRL).
         num_qvalue_nets: the number of critics.
-        loss_function: the critics' distance: ``"l2"`` (half the squared error),
-            ``"smooth_l1"`` or ``"l1"``.
-        expectile: the expectile of the value regression, in ``(0, 1)``.
-        temperature: the inverse temperature of the advantage weights.
+        loss_function: the critics' distance: ``"smooth_l1"`` (default, as TorchRL),
+            ``"l2"`` (the squared error) or ``"l1"``.
+        temperature: the inverse temperature of the advantage weights (TorchRL's 1.0).
+        expectile: the expectile of the value regression, in ``(0, 1)`` (TorchRL's 0.5).
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        separate_losses, deactivate_vmap, scalar_output_mode: TorchRL's; only their defaults
+            are accepted.
+        reduction: only ``None``/``"mean"``.
         delay_qvalue: use target critics (updated by ``SoftUpdate``) in the value and actor
-            losses.
+            losses (tdrl only; TorchRL always does).
 
     Examples:
         >>> from tdrl.testing import (make_qvalue_critic, make_state_value_net,
         ...     make_tanh_normal_actor, make_transition_batch)
-        >>> loss = IQLLoss(make_tanh_normal_actor(), make_qvalue_critic(),
-        ...                value_network=make_state_value_net())
+        >>> loss = IQLLoss(make_tanh_normal_actor(), make_qvalue_critic(), make_state_value_net())
         >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
@@ -88,16 +92,30 @@ class IQLLoss(LossModule):
         self,
         actor_network: TensorDictModuleBase,
         qvalue_network: QNetworks,
-        *,
         value_network: TensorDictModuleBase,
+        *,
         num_qvalue_nets: int = 2,
-        loss_function: str = "l2",
-        expectile: float = 0.7,
-        temperature: float = 3.0,
+        loss_function: str = "smooth_l1",
+        temperature: float = 1.0,
+        expectile: float = 0.5,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        deactivate_vmap: bool = False,
+        scalar_output_mode: str | None = None,
         delay_qvalue: bool = True,
     ) -> None:
         super().__init__()
         where = f"{type(self).__name__}.__init__"
+        self._torchrl_options(
+            gamma=gamma,
+            priority_key=priority_key,
+            reduction=reduction,
+            separate_losses=(separate_losses, False),
+            deactivate_vmap=(deactivate_vmap, False),
+            scalar_output_mode=(scalar_output_mode, None),
+        )
         self.loss_function = check_loss_function(loss_function, where)
         if not 0.0 < expectile < 1.0:
             raise ValueError(f"{where}: expectile must be in (0, 1) (got {expectile}).")
@@ -138,9 +156,7 @@ class IQLLoss(LossModule):
         with torch.no_grad():
             next_value = self._value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, value.detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict.batch_dims
-        )
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, tensordict)
 
         dist = self.actor_network.get_dist(tensordict.copy())
         log_prob = dist.log_prob(get_entry(tensordict, self.tensor_keys.action, where))
@@ -170,9 +186,9 @@ class DiscreteIQLLoss(IQLLoss):
     Args:
         actor_network: the stochastic policy over the actions.
         qvalue_network: the critic (or a list of critics of one architecture).
-        value_network: the state-value network (keyword-only).
+        value_network: the state-value network (third positional argument, as in TorchRL).
         num_qvalue_nets: the number of critics.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         expectile: the expectile of the value regression, in ``(0, 1)``.
         temperature: the inverse temperature of the advantage weights.
         action_space: ``"one_hot"``, ``"categorical"`` or a spec; inferred from the data by
@@ -183,7 +199,7 @@ class DiscreteIQLLoss(IQLLoss):
         >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
         ...     make_state_value_net, make_transition_batch)
         >>> loss = DiscreteIQLLoss(make_categorical_actor(), make_action_value_net(),
-        ...                        value_network=make_state_value_net())
+        ...                        make_state_value_net())
         >>> batch = make_transition_batch(batch=(5,), action="one_hot")
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
@@ -205,23 +221,33 @@ class DiscreteIQLLoss(IQLLoss):
         self,
         actor_network: TensorDictModuleBase,
         qvalue_network: QNetworks,
-        *,
         value_network: TensorDictModuleBase,
-        num_qvalue_nets: int = 2,
-        loss_function: str = "l2",
-        expectile: float = 0.7,
-        temperature: float = 3.0,
+        *,
         action_space: str | TensorSpec | None = None,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "smooth_l1",
+        temperature: float = 1.0,
+        expectile: float = 0.5,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        scalar_output_mode: str | None = None,
         delay_qvalue: bool = True,
     ) -> None:
         super().__init__(
             actor_network,
             qvalue_network,
-            value_network=value_network,
+            value_network,
             num_qvalue_nets=num_qvalue_nets,
             loss_function=loss_function,
-            expectile=expectile,
             temperature=temperature,
+            expectile=expectile,
+            gamma=gamma,
+            priority_key=priority_key,
+            separate_losses=separate_losses,
+            reduction=reduction,
+            scalar_output_mode=scalar_output_mode,
             delay_qvalue=delay_qvalue,
         )
         self.action_space = resolve_action_space(action_space, None, "DiscreteIQLLoss.__init__")

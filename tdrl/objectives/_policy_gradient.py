@@ -20,14 +20,14 @@ _DISTANCES = ("l2", "smooth_l1", "l1")
 
 
 def distance_loss(a: Tensor, b: Tensor, kind: str) -> Tensor:
-    """Element-wise ``l2`` (0.5 * squared error, as usual for critics), ``smooth_l1`` or ``l1``.
+    """Element-wise ``l2`` (the squared error, no 0.5 factor), ``smooth_l1`` (Huber) or ``l1``.
 
     Examples:
         >>> distance_loss(torch.tensor([2.0]), torch.tensor([0.0]), "l2")
-        tensor([2.])
+        tensor([4.])
     """
     if kind == "l2":
-        return 0.5 * (a - b).pow(2)
+        return (a - b).square()
     if kind == "smooth_l1":
         return torch.nn.functional.smooth_l1_loss(a, b, reduction="none")
     if kind == "l1":
@@ -69,40 +69,72 @@ class PolicyGradientLoss(LossModule):
 
     default_value_estimator = ValueEstimators.GAE
 
+    _objective_key = "loss_objective"
+    _critic_key = "loss_critic"
+    _log_explained_variance = True
+
     def __init__(
         self,
-        actor_network: Any,
+        actor_network: Any = None,
         critic_network: TensorDictModule | None = None,
         *,
         entropy_bonus: bool = True,
         samples_mc_entropy: int = 1,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 1.0,
+        entropy_coeff: float | None = None,
+        log_explained_variance: bool | None = None,
+        critic_coeff: float | None = None,
         loss_critic_type: str = "smooth_l1",
         normalize_advantage: bool = False,
         clip_value: float | None = None,
+        gamma: float | None = None,
+        advantage_key: NestedKey | None = None,
+        value_target_key: NestedKey | None = None,
+        value_key: NestedKey | None = None,
+        reduction: str | None = None,
+        actor: Any = None,
+        critic: TensorDictModule | None = None,
+        entropy_coef: float | None = None,
+        critic_coef: float | None = None,
+        **torchrl_only: Any,
     ) -> None:
         super().__init__()
+        where = f"{type(self).__name__}.__init__"
+        defaults = {k: v for k, v in _TORCHRL_ONLY.items() if k in torchrl_only}
+        unknown = sorted(set(torchrl_only) - set(_TORCHRL_ONLY))
+        if unknown:
+            raise TypeError(f"{where}: unexpected keyword argument(s) {unknown}.")
+        self._torchrl_options(
+            gamma=gamma,
+            reduction=reduction,
+            **{k: (torchrl_only[k], default) for k, default in defaults.items()},
+        )
+        actor_network = _one_of(where, "actor_network", actor_network, "actor", actor)
+        critic_network = _one_of(where, "critic_network", critic_network, "critic", critic)
+        entropy_coeff = _one_of(where, "entropy_coeff", entropy_coeff, "entropy_coef", entropy_coef)
+        critic_coeff = _one_of(where, "critic_coeff", critic_coeff, "critic_coef", critic_coef)
         if loss_critic_type not in _DISTANCES:
             raise ValueError(
-                f"{type(self).__name__}.__init__: unknown loss_critic_type (got "
-                f"{loss_critic_type!r}; expected one of {_DISTANCES})."
+                f"{where}: unknown loss_critic_type (got {loss_critic_type!r}; expected one of "
+                f"{_DISTANCES})."
             )
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
-                f"{type(self).__name__}.__init__: actor_network has no get_dist (got "
-                f"{type(actor_network).__name__}; expected a ProbabilisticActor or a "
-                "ProbabilisticTensorDictSequential)."
+                f"{where}: actor_network has no get_dist (got {type(actor_network).__name__}; "
+                "expected a ProbabilisticActor or a ProbabilisticTensorDictSequential)."
             )
+        keys = {"advantage": advantage_key, "value_target": value_target_key, "value": value_key}
+        self.set_keys(**{k: v for k, v in keys.items() if v is not None})
         self.actor_network = actor_network
         self.critic_network = critic_network
         self.entropy_bonus = entropy_bonus
         self.samples_mc_entropy = samples_mc_entropy
-        self.entropy_coef = entropy_coef
-        self.critic_coef = critic_coef
+        self.entropy_coeff = 0.01 if entropy_coeff is None else float(entropy_coeff)
+        self.critic_coeff = 1.0 if critic_coeff is None else float(critic_coeff)
         self.loss_critic_type = loss_critic_type
         self.normalize_advantage = normalize_advantage
         self.clip_value = clip_value
+        if log_explained_variance is not None:
+            self._log_explained_variance = log_explained_variance
 
     def _value_network_for_estimator(self) -> TensorDictModule | None:
         return self.critic_network
@@ -147,7 +179,7 @@ class PolicyGradientLoss(LossModule):
             clipped = old + (value - old).clamp(-self.clip_value, self.clip_value)
             loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
         explained = 1 - (target - value).var() / target.var().clamp_min(1e-8)
-        return self.critic_coef * loss.mean(), explained.detach()
+        return self.critic_coeff * loss.mean(), explained.detach()
 
     def _objective(
         self,
@@ -167,12 +199,39 @@ class PolicyGradientLoss(LossModule):
         dist, log_prob = self._dist_and_log_prob(td)
         log_prob = _match(log_prob, advantage)
         objective, diag = self._objective(td, dist, log_prob, advantage)
-        out = {"loss_objective": objective, **{k: v.detach() for k, v in diag.items()}}
+        out = {self._objective_key: objective, **{k: v.detach() for k, v in diag.items()}}
         if self.entropy_bonus:
             entropy = self._entropy(dist)
             mean_entropy = entropy.mean()
-            out["loss_entropy"] = -self.entropy_coef * mean_entropy
+            out["loss_entropy"] = -self.entropy_coeff * mean_entropy
             out["entropy"] = mean_entropy.detach()
         if self.critic_network is not None:
-            out["loss_critic"], out["explained_variance"] = self._critic_loss(td)
+            out[self._critic_key], explained = self._critic_loss(td)
+            if self._log_explained_variance:
+                out["explained_variance"] = explained
         return TensorDict(out, batch_size=[])
+
+
+# TorchRL arguments tdrl accepts at their default only (anything else raises).
+_TORCHRL_ONLY: dict[str, Any] = {
+    "normalize_advantage_exclude_dims": (),
+    "advantage_norm": None,
+    "separate_losses": False,
+    "functional": True,
+    "delay_actor": False,
+    "delay_value": False,
+    "max_importance_ratio": None,
+    "device": None,
+    "samples_mc_kl": 1,
+}
+
+
+def _one_of(where: str, name: str, value: Any, old_name: str, old: Any) -> Any:
+    """``value``, or its older spelling ``old`` (TorchRL's ``actor=``, tdrl's ``entropy_coef=``)."""
+    if old is None:
+        return value
+    if value is not None:
+        raise TypeError(
+            f"{where}: {name} and {old_name} are the same argument (got both); pass only {name}."
+        )
+    return old

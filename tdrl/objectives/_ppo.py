@@ -26,13 +26,23 @@ class PPOLoss(PolicyGradientLoss):
     Args:
         actor_network: a probabilistic actor (anything with ``get_dist(td)``).
         critic_network: a value module writing ``"state_value"`` (optional).
-        entropy_bonus: add ``loss_entropy = -entropy_coef * entropy``.
+        entropy_bonus: add ``loss_entropy = -entropy_coeff * entropy``.
         samples_mc_entropy: samples for a Monte-Carlo entropy when there is no closed form.
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the critic loss.
-        loss_critic_type: ``"l2"``, ``"smooth_l1"`` or ``"l1"``.
+        entropy_coeff: weight of the entropy bonus (None: TorchRL's 0.01).
+        log_explained_variance: output ``"explained_variance"`` (PPO: True, A2C and
+            REINFORCE: False, as TorchRL).
+        critic_coeff: weight of the critic loss (None: 1.0).
+        loss_critic_type: ``"smooth_l1"`` (default), ``"l2"`` (the squared error) or ``"l1"``.
         normalize_advantage: standardise advantages over the batch.
         clip_value: clip the critic's change around the stored value (None: off).
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        advantage_key, value_target_key, value_key: TorchRL's shortcuts for ``set_keys``.
+        reduction: only ``None``/``"mean"``.
+        actor, critic: TorchRL's deprecated spellings of ``actor_network``/``critic_network``.
+        entropy_coef, critic_coef: older spellings of ``entropy_coeff``/``critic_coeff``.
+        **torchrl_only: TorchRL's ``normalize_advantage_exclude_dims``, ``advantage_norm``,
+            ``separate_losses``, ``functional``, ``delay_actor``, ``delay_value``,
+            ``max_importance_ratio``, ``device``, ``samples_mc_kl``: only at their defaults.
 
     Examples:
         >>> import torch

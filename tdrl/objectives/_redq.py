@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
 from torch import Tensor
 
 from tdrl.objectives._ensemble import ensemble_target
@@ -21,7 +22,10 @@ class REDQLoss(SACLoss):
     trained on the target ``r + gamma * (min_{i in M} Q'_i(s', a') - alpha * log pi(a'|s'))``
     where ``M`` is a fresh random subset of ``sub_sample_len`` target critics at every call
     (only those are evaluated). The actor maximises the *mean* of all critics,
-    ``alpha * log pi(a|s) - mean_i Q_i(s, a)``. Everything else (keys, temperature, outputs,
+    ``alpha * log pi(a|s) - mean_i Q_i(s, a)``, and, as in TorchRL, ``loss_qvalue`` is the
+    *mean* (not the sum) of the critics' losses, the temperature is kept in
+    ``[min_alpha, max_alpha] = [0.1, 10]`` by default and priority weights are not used.
+    Everything else (keys, temperature, outputs,
     estimators, targets) is as in :class:`~tdrl.objectives.SACLoss`. A high update-to-data
     ratio (several updates per collected step) is the caller's choice.
 
@@ -30,14 +34,19 @@ class REDQLoss(SACLoss):
         qvalue_network: the critic, copied ``num_qvalue_nets`` times (or a list of critics).
         num_qvalue_nets: the ensemble size N.
         sub_sample_len: the size M of the random subset used for the target.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         alpha_init: the initial temperature.
         fixed_alpha: keep the temperature constant.
         target_entropy: a float, or ``"auto"`` for minus the action dimension.
-        min_alpha: lower bound of the temperature.
-        max_alpha: upper bound of the temperature.
+        min_alpha: lower bound of the temperature (TorchRL's 0.1).
+        max_alpha: upper bound of the temperature (TorchRL's 10).
         action_spec: the action spec (gives the action dimension for ``"auto"``).
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        reduction: only ``None``/``"mean"``.
+        gSDE, separate_losses, deactivate_vmap, scalar_output_mode: TorchRL's; only their
+            defaults are accepted.
 
     Examples:
         >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
@@ -58,27 +67,45 @@ class REDQLoss(SACLoss):
         *,
         num_qvalue_nets: int = 10,
         sub_sample_len: int = 2,
-        loss_function: str = "l2",
+        loss_function: str = "smooth_l1",
         alpha_init: float = 1.0,
+        min_alpha: float | None = 0.1,
+        max_alpha: float | None = 10.0,
+        action_spec: TensorSpec | None = None,
         fixed_alpha: bool = False,
         target_entropy: float | str = "auto",
-        min_alpha: float | None = None,
-        max_alpha: float | None = None,
-        action_spec: TensorSpec | None = None,
         delay_qvalue: bool = True,
+        gSDE: bool = False,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        deactivate_vmap: bool = False,
+        scalar_output_mode: str | None = None,
     ) -> None:
+        if gSDE:
+            raise ValueError(
+                "REDQLoss.__init__: gSDE=True is not supported by tdrl (got True; expected "
+                "False). Leave gSDE at its default."
+            )
         super().__init__(
             actor_network,
             qvalue_network,
             num_qvalue_nets=num_qvalue_nets,
             loss_function=loss_function,
             alpha_init=alpha_init,
-            fixed_alpha=fixed_alpha,
-            target_entropy=target_entropy,
             min_alpha=min_alpha,
             max_alpha=max_alpha,
             action_spec=action_spec,
+            fixed_alpha=fixed_alpha,
+            target_entropy=target_entropy,
             delay_qvalue=delay_qvalue,
+            gamma=gamma,
+            priority_key=priority_key,
+            separate_losses=separate_losses,
+            reduction=reduction,
+            deactivate_vmap=deactivate_vmap,
+            scalar_output_mode=scalar_output_mode,
         )
         n = self.qvalue_network.num_copies
         if not 1 <= sub_sample_len <= n:
@@ -87,6 +114,9 @@ class REDQLoss(SACLoss):
                 f"{sub_sample_len} for {n} critics)."
             )
         self.sub_sample_len = sub_sample_len
+
+    _weights_supported = False
+    _members = "mean"
 
     def _target_members(self) -> TensorDictBase:
         params = ensemble_target(self)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tdrl.objectives._policy_gradient import PolicyGradientLoss
 from tdrl.objectives.value import ValueEstimators
 
@@ -9,11 +11,13 @@ __all__ = ["ReinforceLoss"]
 
 
 class ReinforceLoss(PolicyGradientLoss):
-    """REINFORCE: ``loss_objective = -E[log pi(a|s) * A]`` with Monte-Carlo advantages.
+    """REINFORCE: ``loss_actor = -E[log pi(a|s) * A]``, and ``loss_value`` for the baseline.
 
-    The default estimator is TD1 (discounted returns, bootstrapped only at truncations), so
-    ``A = G - V(s)`` with a critic as baseline, or ``A = G`` when the batch carries zero values.
-    Arguments are those of :class:`~tdrl.objectives.PPOLoss`; the entropy bonus is off by default.
+    As in TorchRL: the outputs are ``"loss_actor"`` and ``"loss_value"`` (the critic's
+    distance to ``"value_target"``, when there is a critic), the default value estimator is
+    GAE (``make_value_estimator(ValueEstimators.TD1)`` gives Monte-Carlo returns,
+    bootstrapped only at truncations) and there is no entropy bonus by default.
+    Arguments are those of :class:`~tdrl.objectives.PPOLoss`.
 
     Examples:
         >>> from tdrl.testing import (make_categorical_actor, make_state_value_net,
@@ -21,10 +25,13 @@ class ReinforceLoss(PolicyGradientLoss):
         >>> batch = make_transition_batch(batch=(2, 5), action="one_hot")
         >>> loss = ReinforceLoss(make_categorical_actor(), make_state_value_net())
         >>> sorted(loss(batch).keys())
-        ['explained_variance', 'loss_critic', 'loss_objective']
+        ['loss_actor', 'loss_value']
     """
 
-    default_value_estimator = ValueEstimators.TD1
+    default_value_estimator = ValueEstimators.GAE
+    _objective_key = "loss_actor"
+    _critic_key = "loss_value"
+    _log_explained_variance = False
 
-    def __init__(self, *args, entropy_bonus: bool = False, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, entropy_bonus: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, entropy_bonus=entropy_bonus, **kwargs)

@@ -17,6 +17,7 @@ from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._utils import (
     check_loss_function,
+    check_prioritized_weights,
     get_entry,
     sample_with_log_prob,
     unsqueeze_like,
@@ -99,7 +100,7 @@ class SACLoss(_EntropyRegularized):
         actor_network: the stochastic policy.
         qvalue_network: the critic (or a list of critics of one architecture).
         num_qvalue_nets: the number of critics.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         alpha_init: the initial temperature.
         fixed_alpha: keep the temperature constant (``log_alpha`` is then a buffer).
         target_entropy: a float, or ``"auto"`` for minus the action dimension (from
@@ -108,6 +109,16 @@ class SACLoss(_EntropyRegularized):
         max_alpha: upper bound of the temperature.
         action_spec: the action spec (gives the action dimension for ``"auto"``).
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
+        value_network: TorchRL's SAC v1 state-value network: only ``None`` is supported.
+        delay_actor: only ``False`` (TorchRL's default: the live actor picks next actions).
+        delay_value: TorchRL's flag for the v1 value network (no effect without one).
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
+            ``"priority_weight"`` when present (as TorchRL); ``False`` never.
+        reduction: only ``None``/``"mean"``.
+        separate_losses, skip_done_states, deactivate_vmap, scalar_output_mode: TorchRL's;
+            only their defaults are accepted.
 
     Examples:
         >>> import torch
@@ -141,26 +152,54 @@ class SACLoss(_EntropyRegularized):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
+    # TorchRL's SAC weights its Q loss by the priority weights; its REDQ and CQL do not.
+    _weights_supported = True
+    _members = "sum"
 
     def __init__(
         self,
         actor_network: TensorDictModuleBase,
         qvalue_network: QNetworks,
+        value_network: TensorDictModuleBase | None = None,
         *,
         num_qvalue_nets: int = 2,
-        loss_function: str = "l2",
+        loss_function: str = "smooth_l1",
         alpha_init: float = 1.0,
-        fixed_alpha: bool = False,
-        target_entropy: float | str = "auto",
         min_alpha: float | None = None,
         max_alpha: float | None = None,
         action_spec: TensorSpec | None = None,
+        fixed_alpha: bool = False,
+        target_entropy: float | str = "auto",
+        delay_actor: bool = False,
         delay_qvalue: bool = True,
+        delay_value: bool = True,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        skip_done_states: bool = False,
+        deactivate_vmap: bool = False,
+        use_prioritized_weights: str | bool = "auto",
+        scalar_output_mode: str | None = None,
     ) -> None:
         super().__init__()
         where = f"{type(self).__name__}.__init__"
+        self._torchrl_options(
+            gamma=gamma,
+            priority_key=priority_key,
+            reduction=reduction,
+            value_network=(value_network, None),
+            delay_actor=(delay_actor, False),
+            separate_losses=(separate_losses, False),
+            skip_done_states=(skip_done_states, False),
+            deactivate_vmap=(deactivate_vmap, False),
+            scalar_output_mode=(scalar_output_mode, None),
+        )
+        self.delay_value = delay_value  # only used by TorchRL's SAC with a value network
+        self.use_prioritized_weights = check_prioritized_weights(use_prioritized_weights, where)
         self.loss_function = check_loss_function(loss_function, where)
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
@@ -209,7 +248,11 @@ class SACLoss(_EntropyRegularized):
         pred = self.qvalue_network(td, out_key=self.tensor_keys.state_action_value)
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        loss, td_error = ensemble_distance(pred, target, self.loss_function, td.batch_dims)
+        weighted = self._weights_supported and self.use_prioritized_weights
+        weight_key = self.tensor_keys.priority_weight if weighted else None
+        loss, td_error = ensemble_distance(
+            pred, target, self.loss_function, td, weight_key, self._members
+        )
         terms = {
             "loss_qvalue": loss,
             "pred_value": pred.detach().mean(),

@@ -15,6 +15,7 @@ from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_tar
 from tdrl.objectives._sac import QNetworks, _EntropyRegularized
 from tdrl.objectives._utils import (
     check_loss_function,
+    check_prioritized_weights,
     gather_action_value,
     get_entry,
     policy_probs,
@@ -22,7 +23,7 @@ from tdrl.objectives._utils import (
     value_target,
 )
 from tdrl.objectives.value import ValueEstimators
-from tdrl.specs import TensorSpec
+from tdrl.specs import Composite, TensorSpec
 
 __all__ = ["DiscreteSACLoss"]
 
@@ -49,9 +50,10 @@ class DiscreteSACLoss(_EntropyRegularized):
     Args:
         actor_network: the stochastic policy over ``num_actions`` actions.
         qvalue_network: the critic (or a list of critics of one architecture).
-        num_actions: the number of actions (for the ``"auto"`` target entropy).
+        num_actions: the number of actions (for the ``"auto"`` target entropy); read from an
+            ``action_space`` spec when None.
         num_qvalue_nets: the number of critics.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         alpha_init: the initial temperature.
         fixed_alpha: keep the temperature constant.
         target_entropy_weight: the ``"auto"`` target entropy is this fraction of the
@@ -60,6 +62,13 @@ class DiscreteSACLoss(_EntropyRegularized):
         action_space: ``"one_hot"``, ``"categorical"`` or a spec; inferred from the data by
             default (see ``DQNLoss``).
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
+        min_alpha, max_alpha: bounds of the temperature (``log_alpha`` is projected).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
+            ``"priority_weight"`` when present (as TorchRL); ``False`` never.
+        reduction: only ``None``/``"mean"``.
+        separate_losses, skip_done_states, deactivate_vmap, scalar_output_mode: TorchRL's;
+            only their defaults are accepted.
 
     Examples:
         >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
@@ -82,6 +91,7 @@ class DiscreteSACLoss(_EntropyRegularized):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
 
@@ -90,18 +100,38 @@ class DiscreteSACLoss(_EntropyRegularized):
         actor_network: TensorDictModuleBase,
         qvalue_network: QNetworks,
         *,
-        num_actions: int,
+        action_space: str | TensorSpec | None = None,
+        num_actions: int | None = None,
         num_qvalue_nets: int = 2,
-        loss_function: str = "l2",
+        loss_function: str = "smooth_l1",
         alpha_init: float = 1.0,
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
         fixed_alpha: bool = False,
         target_entropy_weight: float = 0.98,
         target_entropy: float | str = "auto",
-        action_space: str | TensorSpec | None = None,
         delay_qvalue: bool = True,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        skip_done_states: bool = False,
+        deactivate_vmap: bool = False,
+        use_prioritized_weights: str | bool = "auto",
+        scalar_output_mode: str | None = None,
     ) -> None:
         super().__init__()
         where = "DiscreteSACLoss.__init__"
+        self._torchrl_options(
+            priority_key=priority_key,
+            reduction=reduction,
+            separate_losses=(separate_losses, False),
+            skip_done_states=(skip_done_states, False),
+            deactivate_vmap=(deactivate_vmap, False),
+            scalar_output_mode=(scalar_output_mode, None),
+        )
+        self.use_prioritized_weights = check_prioritized_weights(use_prioritized_weights, where)
+        if num_actions is None:
+            num_actions = _num_actions(action_space, where)
         self.loss_function = check_loss_function(loss_function, where)
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
@@ -113,7 +143,7 @@ class DiscreteSACLoss(_EntropyRegularized):
         self.actor_network = actor_network
         self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
         self.action_space = resolve_action_space(action_space, None, where)
-        self._init_alpha(alpha_init, fixed_alpha, None, None)
+        self._init_alpha(alpha_init, fixed_alpha, min_alpha, max_alpha)
         if target_entropy == "auto":
             target_entropy = target_entropy_weight * math.log(num_actions)
         elif isinstance(target_entropy, str):
@@ -142,8 +172,9 @@ class DiscreteSACLoss(_EntropyRegularized):
         pred = gather_action_value(values, action, self.action_space, lead=1)
         next_value = self._next_value(get_entry(tensordict, "next", where), alpha)
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
+        weight_key = keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict.batch_dims
+            pred, target, self.loss_function, tensordict, weight_key
         )
         probs, log_probs = policy_probs(self.actor_network, tensordict.copy())
         q = values.detach().amin(0)
@@ -162,3 +193,23 @@ class DiscreteSACLoss(_EntropyRegularized):
         )
         out.set(keys.priority, td_error)
         return out
+
+
+def _num_actions(action_space: str | TensorSpec | None, where: str) -> int:
+    leaves = (
+        []
+        if not isinstance(action_space, TensorSpec)
+        else (
+            list(action_space.values(True, True))
+            if isinstance(action_space, Composite)
+            else [action_space]
+        )
+    )
+    for leaf in leaves:
+        n = getattr(leaf, "n", None)
+        if isinstance(n, int):
+            return n
+    raise ValueError(
+        f"{where}: num_actions is missing (got num_actions=None and action_space="
+        f"{action_space!r}; expected an int or a OneHot/Categorical spec). Pass num_actions=."
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from tensordict import TensorDictBase
 
 from tdrl.objectives._base import LossModule
 
@@ -11,14 +12,23 @@ __all__ = ["HardUpdate", "SoftUpdate"]
 
 class _TargetUpdater:
     def __init__(self, loss: LossModule) -> None:
-        pairs = list(loss.target_pairs())
-        if not pairs:
+        if not loss._targets:
             raise ValueError(
                 f"{type(self).__name__}: {type(loss).__name__} has no target network (got none; "
                 "expected a loss built with delay_* / target networks)."
             )
         self.loss = loss
-        self._pairs = [(live.data, target.data) for live, target in pairs]
+        self._cached: list[tuple[TensorDictBase, TensorDictBase]] | None = None
+
+    @property
+    def _pairs(self) -> list[tuple[TensorDictBase, TensorDictBase]]:
+        # Targets of lazy networks appear at the loss's first call: cache once all exist.
+        if self._cached is not None:
+            return self._cached
+        pairs = [(live.data, target.data) for live, target in self.loss.target_pairs()]
+        if not self.loss._pending_targets:
+            self._cached = pairs
+        return pairs
 
     @torch.no_grad()
     def init_(self) -> None:
@@ -28,11 +38,18 @@ class _TargetUpdater:
 
 
 class SoftUpdate(_TargetUpdater):
-    """Polyak averaging: ``target <- (1 - tau) * target + tau * live`` at every ``step()``.
+    """Polyak averaging: ``target <- eps * target + (1 - eps) * live`` at every ``step()``.
+
+    Give one of ``eps`` or ``tau = 1 - eps`` (as TorchRL); with neither, ``eps = 0.999``
+    (TorchRL's deprecated default, i.e. ``tau = 0.001``).
 
     Args:
-        loss: a loss with target networks.
-        tau: the interpolation weight in (0, 1].
+        loss_module: a loss with target networks.
+        eps: the weight kept by the target, in [0, 1).
+        tau: the weight of the live network, in (0, 1].
+
+    Raises:
+        ValueError: both ``eps`` and ``tau``, or a value out of range.
 
     Examples:
         >>> import torch
@@ -42,13 +59,28 @@ class SoftUpdate(_TargetUpdater):
         >>> loss = DQNLoss(net, action_space="one_hot")
         >>> updater = SoftUpdate(loss, tau=0.5)
         >>> updater.step()
+        >>> SoftUpdate(loss, eps=0.99).tau
+        0.01...
     """
 
-    def __init__(self, loss: LossModule, *, tau: float = 0.005) -> None:
+    def __init__(
+        self, loss_module: LossModule, *, eps: float | None = None, tau: float | None = None
+    ) -> None:
+        if eps is not None and tau is not None:
+            raise ValueError(
+                f"SoftUpdate.__init__: eps and tau are exclusive (got eps={eps}, tau={tau}; "
+                "expected one of them). Pass tau= (= 1 - eps) alone."
+            )
+        if tau is None:
+            tau = 1.0 - (0.999 if eps is None else eps)
         if not 0.0 < tau <= 1.0:
-            raise ValueError(f"SoftUpdate: tau must be in (0, 1] (got {tau}).")
-        super().__init__(loss)
+            raise ValueError(
+                f"SoftUpdate.__init__: tau must be in (0, 1] (got tau={tau}, eps={1 - tau}; "
+                "expected 0 <= eps < 1). Pass e.g. tau=0.005."
+            )
+        super().__init__(loss_module)
         self.tau = tau
+        self.eps = 1.0 - tau
 
     @torch.no_grad()
     def step(self) -> None:
@@ -61,7 +93,7 @@ class HardUpdate(_TargetUpdater):
     """Copies the live parameters into the targets every ``value_network_update_interval`` steps.
 
     Args:
-        loss: a loss with target networks.
+        loss_module: a loss with target networks.
         value_network_update_interval: number of ``step()`` calls between copies.
 
     Examples:
@@ -73,13 +105,15 @@ class HardUpdate(_TargetUpdater):
         >>> updater.step(); updater.step()
     """
 
-    def __init__(self, loss: LossModule, *, value_network_update_interval: int = 1000) -> None:
+    def __init__(
+        self, loss_module: LossModule, *, value_network_update_interval: int = 1000
+    ) -> None:
         if value_network_update_interval < 1:
             raise ValueError(
                 "HardUpdate: value_network_update_interval must be >= 1 "
                 f"(got {value_network_update_interval})."
             )
-        super().__init__(loss)
+        super().__init__(loss_module)
         self.interval = value_network_update_interval
         self._count = 0
 

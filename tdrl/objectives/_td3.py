@@ -17,6 +17,7 @@ from tdrl.objectives._utils import (
     act,
     action_bounds,
     check_loss_function,
+    check_prioritized_weights,
     get_entry,
     plain_layers,
     value_target,
@@ -43,8 +44,11 @@ class TD3Loss(LossModule):
     ones do (TD(0) by default, see :meth:`make_value_estimator`).
 
     Output: ``"loss_actor"`` (trains the actor only), ``"loss_qvalue"`` (the sum over critics
-    of their mean distance to the target), detached ``"td_error"`` (the largest error among
-    the critics per sample, shape ``batch.batch_size``), ``"pred_value"``, ``"target_value"``.
+    of their mean distance to the target, weighted by ``"priority_weight"`` when present as in
+    TorchRL), detached ``"td_error"`` (the largest error among the critics per sample, shape
+    ``batch.batch_size``), ``"pred_value"``, ``"target_value"``, ``"next_state_value"`` and
+    ``"state_action_value_actor"``. :meth:`actor_loss` and :meth:`value_loss` compute each part
+    alone (TorchRL's methods).
 
     Args:
         actor_network: the deterministic policy.
@@ -55,9 +59,15 @@ class TD3Loss(LossModule):
         noise_clip: the noise is clipped to ``[-noise_clip, noise_clip]``.
         action_spec: a ``Bounded`` action spec (or a Composite holding one) for the clamp.
         bounds: ``(low, high)`` for the clamp, instead of ``action_spec``.
-        loss_function: ``"l2"`` (half the squared error), ``"smooth_l1"`` or ``"l1"``.
+        loss_function: ``"smooth_l1"`` (default, as TorchRL), ``"l2"`` (the squared error) or ``"l1"``.
         delay_actor: use a target actor for the next action.
         delay_qvalue: use target critics for the next value.
+        gamma: the discount of the default value estimator (TorchRL's deprecated argument).
+        priority_key: the output key of the TD error (default ``"td_error"``).
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
+            ``"priority_weight"`` when present; ``False`` never.
+        reduction: only ``None``/``"mean"``.
+        separate_losses, deactivate_vmap: TorchRL's; only their defaults are accepted.
 
     Examples:
         >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
@@ -80,6 +90,7 @@ class TD3Loss(LossModule):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
 
@@ -88,17 +99,31 @@ class TD3Loss(LossModule):
         actor_network: TensorDictModuleBase,
         qvalue_network: TensorDictModuleBase | Sequence[TensorDictModuleBase],
         *,
+        action_spec: TensorSpec | None = None,
+        bounds: tuple[float | Tensor, float | Tensor] | None = None,
         num_qvalue_nets: int = 2,
         policy_noise: float = 0.2,
         noise_clip: float = 0.5,
-        action_spec: TensorSpec | None = None,
-        bounds: tuple[float | Tensor, float | Tensor] | None = None,
-        loss_function: str = "l2",
+        loss_function: str = "smooth_l1",
         delay_actor: bool = True,
         delay_qvalue: bool = True,
+        gamma: float | None = None,
+        priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
+        reduction: str | None = None,
+        deactivate_vmap: bool = False,
+        use_prioritized_weights: str | bool = "auto",
     ) -> None:
         super().__init__()
         where = "TD3Loss.__init__"
+        self._torchrl_options(
+            gamma=gamma,
+            priority_key=priority_key,
+            reduction=reduction,
+            separate_losses=(separate_losses, False),
+            deactivate_vmap=(deactivate_vmap, False),
+        )
+        self.use_prioritized_weights = check_prioritized_weights(use_prioritized_weights, where)
         self.loss_function = check_loss_function(loss_function, where)
         if policy_noise < 0 or noise_clip < 0:
             raise ValueError(
@@ -136,27 +161,50 @@ class TD3Loss(LossModule):
         )
         return values.amin(0)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""
-        where = "TD3Loss.forward"
+    def value_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' loss and its diagnostics, as TorchRL's ``TD3Loss.value_loss``.
+
+        Returns:
+            ``(loss_qvalue, metadata)`` with ``"td_error"``, ``"next_state_value"``,
+            ``"pred_value"`` and ``"target_value"`` (detached).
+        """
+        where = "TD3Loss.value_loss"
         key = self.tensor_keys.state_action_value
         pred = self.qvalue_network(tensordict, out_key=key)
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
+        weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict.batch_dims
+            pred, target, self.loss_function, tensordict, weight_key
         )
+        metadata = {
+            "td_error": td_error,
+            "next_state_value": next_value.mean(),
+            "pred_value": pred.detach().mean(),
+            "target_value": target.mean(),
+        }
+        return loss_qvalue, metadata
+
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss ``-Q_0(s, mu(s))``, as TorchRL's ``TD3Loss.actor_loss``.
+
+        Returns:
+            ``(loss_actor, metadata)`` with ``"state_action_value_actor"`` (detached mean).
+        """
+        key = self.tensor_keys.state_action_value
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
         first = self.qvalue_network.params.detach()[0]
-        loss_actor = -self.qvalue_network(acted, first, out_key=key).mean()
+        value = self.qvalue_network(acted, first, out_key=key)
+        return -value.mean(), {"state_action_value_actor": value.detach().mean()}
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""
+        loss_qvalue, value_meta = self.value_loss(tensordict)
+        loss_actor, actor_meta = self.actor_loss(tensordict)
+        td_error = value_meta.pop("td_error")
         out = TensorDict(
-            {
-                "loss_actor": loss_actor,
-                "loss_qvalue": loss_qvalue,
-                "pred_value": pred.detach().mean(),
-                "target_value": target.mean(),
-            }
+            {"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, **value_meta, **actor_meta}
         )
         out.set(self.tensor_keys.priority, td_error)
         return out

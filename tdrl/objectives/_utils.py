@@ -19,10 +19,11 @@ __all__: list[str] = []
 
 LOSS_FUNCTIONS = ("l2", "smooth_l1", "l1")
 ACTION_SPACES = ("one_hot", "categorical")
+_ACTION_SPACE_NAMES = {"one_hot": "one_hot", "one-hot": "one_hot", "categorical": "categorical"}
 
 
 def distance(pred: Tensor, target: Tensor, loss_function: str) -> Tensor:
-    """``distance_loss`` (``"l2"`` is half the squared error) with the target broadcast."""
+    """``distance_loss`` (``"l2"`` is the squared error) with the target broadcast."""
     return distance_loss(pred, target.expand_as(pred), loss_function)
 
 
@@ -75,6 +76,29 @@ def value_target(
     return target
 
 
+def batch_mean(values: Tensor, td: TensorDictBase, weight_key: NestedKey | None) -> Tensor:
+    """The mean of ``values`` (``[*B, ...]``); weighted per sample by ``td[weight_key]`` if present.
+
+    As TorchRL with ``use_prioritized_weights="auto"``: the importance weights a prioritized
+    buffer puts in its samples (``"priority_weight"``) give ``sum(w * v) / sum(w)``.
+    """
+    weights = None if weight_key is None else td.get(weight_key, None)
+    if weights is None:
+        return values.mean()
+    dims = td.batch_dims
+    per = values.flatten(dims).mean(-1) if values.ndim > dims else values
+    weights = weights.reshape(per.shape).to(per.dtype)
+    return (per * weights).sum() / weights.sum()
+
+
+def check_prioritized_weights(value: str | bool, where: str) -> str | bool:
+    if value not in ("auto", True, False):
+        raise ValueError(
+            f"{where}: use_prioritized_weights must be 'auto', True or False (got {value!r})."
+        )
+    return value
+
+
 def per_sample(error: Tensor, batch_dims: int) -> Tensor:
     """Averages ``|error|`` over every dim after the first ``batch_dims`` (agents, features)."""
     error = error.detach().abs()
@@ -114,12 +138,12 @@ def resolve_action_space(
 ) -> str | None:
     """``"one_hot"``/``"categorical"`` from a string, a spec or the network; None = infer."""
     if isinstance(action_space, str):
-        if action_space not in ACTION_SPACES:
+        if action_space not in _ACTION_SPACE_NAMES:
             raise ValueError(
                 f"{where}: unknown action_space (got {action_space!r}; expected one of "
-                f"{list(ACTION_SPACES)} or a OneHot/Categorical spec)."
+                f"{list(_ACTION_SPACE_NAMES)} or a OneHot/Categorical spec)."
             )
-        return action_space
+        return _ACTION_SPACE_NAMES[action_space]
     if isinstance(action_space, TensorSpec):
         leaves = _leaves(action_space)
         for leaf in leaves:

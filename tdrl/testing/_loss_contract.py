@@ -23,8 +23,13 @@ from tdrl.objectives import LossModule
 __all__ = ["LossContract"]
 
 
+def _is_loss_term(key: object) -> bool:
+    # TorchRL's convention: "loss" (DQN) or "loss_<name>" terms are summed to backpropagate.
+    return isinstance(key, str) and (key == "loss" or key.startswith("loss_"))
+
+
 def _loss_sum(out: TensorDictBase) -> torch.Tensor:
-    terms = [v for k, v in out.items() if isinstance(k, str) and k.startswith("loss_")]
+    terms = [v for k, v in out.items() if _is_loss_term(k)]
     return torch.stack([t.sum() for t in terms]).sum()
 
 
@@ -59,7 +64,7 @@ class LossContract:
         missing = self.loss_terms - set(out.keys())
         assert not missing, f"missing loss terms {missing}; got {sorted(out.keys())}"
         for key, value in out.items():
-            if isinstance(key, str) and key.startswith("loss_"):
+            if _is_loss_term(key):
                 assert value.numel() == 1 and torch.isfinite(value).all(), key
             elif isinstance(value, torch.Tensor):
                 assert not value.requires_grad, f"diagnostic {key} is not detached"

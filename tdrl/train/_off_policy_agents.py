@@ -164,6 +164,7 @@ def _sac(env: EnvBase, config: dict[str, Any]) -> Agent:
         actor,
         _qvalue(env, config),
         num_qvalue_nets=2,
+        loss_function=str(lc.get("loss_function", "l2")),
         alpha_init=float(lc.get("alpha_init", 1.0)),
         action_spec=env.action_spec,
     )
@@ -183,6 +184,7 @@ def _td3(env: EnvBase, config: dict[str, Any]) -> Agent:
         policy_noise=float(lc.get("policy_noise", 0.2)),
         noise_clip=float(lc.get("noise_clip", 0.5)),
         action_spec=env.action_spec,
+        loss_function=str(lc.get("loss_function", "l2")),
     )
     loss.make_value_estimator("TD0", gamma=float(lc.get("gamma", 0.99)))
     noise = _gaussian(env, config)

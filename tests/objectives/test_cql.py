@@ -77,7 +77,7 @@ def plain_cql(actor, critics, targets, log_alpha, batch, gamma, n, temp, weight,
     rep = obs.expand(n, *obs.shape)
     for c in critics:
         q_data = c(torch.cat([obs, action], -1))
-        q_loss = q_loss + 0.5 * (q_data - y).pow(2).mean()
+        q_loss = q_loss + (q_data - y).pow(2).mean()
         scores = torch.cat(
             [
                 c(torch.cat([rep, uniform], -1)) - log_u,
@@ -99,7 +99,13 @@ def test_matches_plain_cql():
     actor, critics = make_actor(), [make_critic(), make_critic()]
     spec = Bounded(-1.0, 1.0, shape=(ACT,))
     loss = CQLLoss(
-        actor, critics, action_spec=spec, num_random=4, temperature=0.7, min_q_weight=2.0
+        actor,
+        critics,
+        action_spec=spec,
+        num_random=4,
+        temperature=0.7,
+        min_q_weight=2.0,
+        loss_function="l2",
     )
     loss.make_value_estimator(gamma=0.9)
     perturb_(loss.qvalue_network_target_params, 0.2)

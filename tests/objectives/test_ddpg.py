@@ -44,7 +44,7 @@ def plain_ddpg(actor, critic, target_actor, target_critic, batch, gamma):
         next_obs = nxt["observation"]
         next_q = target_critic(torch.cat([next_obs, target_actor(next_obs)], -1))
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * next_q
-    critic_loss = 0.5 * (q - y).pow(2).mean()
+    critic_loss = (q - y).pow(2).mean()  # TorchRL's "l2": no 0.5
     actor_loss = -critic(torch.cat([obs, actor(obs)], -1)).mean()
     return actor_loss, critic_loss
 

@@ -40,7 +40,7 @@ NESTED = {
 
 
 class TestDQNContract(LossContract):
-    loss_terms = {"loss_qvalue"}
+    loss_terms = {"loss"}
 
     def make_loss(self, nested):
         return DQNLoss(make_net(nested), double_dqn=True)
@@ -57,7 +57,7 @@ class TestDQNContract(LossContract):
 
 # ------------------------------------------------------------------ plain reference
 def plain_dqn_loss(q_net, target_net, batch, gamma, double):
-    """Textbook (double) DQN on index actions; 0.5 * squared error."""
+    """Textbook (double) DQN on index actions; squared error (TorchRL's "l2")."""
     obs, action = batch["observation"], batch["action"].long()
     q = q_net(obs).gather(-1, action.unsqueeze(-1))
     with torch.no_grad():
@@ -66,7 +66,7 @@ def plain_dqn_loss(q_net, target_net, batch, gamma, double):
         next_v = next_q.gather(-1, chooser.argmax(-1, keepdim=True))
         not_term = 1.0 - batch["next", "terminated"].float()
         y = batch["next", "reward"] + gamma * not_term * next_v
-    return 0.5 * (q - y).pow(2).mean(), (q - y).abs().squeeze(-1)
+    return (q - y).pow(2).mean(), (q - y).abs().squeeze(-1)
 
 
 @pytest.mark.parametrize("generic", [False, True])
@@ -85,9 +85,9 @@ def test_matches_plain_dqn(double, generic):
     batch = make_batch(one_hot=False)
     out = loss(batch)
     ref, ref_err = plain_dqn_loss(net.module, target_net, batch, 0.9, double)
-    torch.testing.assert_close(out["loss_qvalue"], ref)
+    torch.testing.assert_close(out["loss"], ref)
     torch.testing.assert_close(out["td_error"], ref_err.detach())
-    grads = torch.autograd.grad(out["loss_qvalue"], list(net.parameters()))
+    grads = torch.autograd.grad(out["loss"], list(net.parameters()))
     ref_grads = torch.autograd.grad(ref, list(net.parameters()))
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r)
@@ -100,10 +100,10 @@ def test_one_hot_and_index_actions_give_the_same_loss():
     index_batch["action"] = batch["action"].long().argmax(-1)
     loss = DQNLoss(make_net())
     assert loss.action_space is None  # inferred from the data
-    torch.testing.assert_close(loss(batch)["loss_qvalue"], loss(index_batch)["loss_qvalue"])
+    torch.testing.assert_close(loss(batch)["loss"], loss(index_batch)["loss"])
     cat = DQNLoss(loss.value_network, action_space=Categorical(ACT))
     assert cat.action_space == "categorical"
-    torch.testing.assert_close(cat(index_batch)["loss_qvalue"], loss(batch)["loss_qvalue"])
+    torch.testing.assert_close(cat(index_batch)["loss"], loss(batch)["loss"])
 
 
 def test_action_space_from_qvalue_actor_and_spec_errors():
@@ -211,11 +211,11 @@ def test_smoke_cartpole_bellman_residual_shrinks():
     optim = torch.optim.Adam(net.parameters(), lr=1e-2)
     updater = HardUpdate(loss, value_network_update_interval=20)
     fixed = data[:512]
-    start = live(fixed)["loss_qvalue"].item()
+    start = live(fixed)["loss"].item()
     for _ in range(200):
         batch = data[torch.randint(data.shape[0], (128,))]
         optim.zero_grad()
-        loss(batch)["loss_qvalue"].backward()
+        loss(batch)["loss"].backward()
         optim.step()
         updater.step()
-    assert live(fixed)["loss_qvalue"].item() < 0.5 * start
+    assert live(fixed)["loss"].item() < 0.5 * start

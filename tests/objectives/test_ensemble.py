@@ -110,7 +110,7 @@ def test_targets_through_make_target_and_soft_update():
 def test_ensemble_distance():
     pred = torch.tensor([[[1.0], [2.0]], [[3.0], [0.0]]])  # 2 members, batch 2
     target = torch.tensor([[1.0], [1.0]])
-    loss, td_error = ensemble_distance(pred, target, "l1", 1)
+    loss, td_error = ensemble_distance(pred, target, "l1", TensorDict(batch_size=[2]))
     assert loss.item() == pytest.approx(0.5 + 1.5)
     assert td_error.tolist() == [2.0, 1.0]
 

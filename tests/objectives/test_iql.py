@@ -87,7 +87,7 @@ def plain_iql(actor, critics, targets, value_net, batch, gamma, expectile, temp,
     v = value_net(obs)
     u = q_target - v
     value_loss = ((expectile - (u < 0).float()).abs() * u.pow(2)).mean()
-    q_loss = sum(0.5 * (q_of(c) - y).pow(2).mean() for c in critics)
+    q_loss = sum((q_of(c) - y).pow(2).mean() for c in critics)
     if discrete:
         log_prob = (torch.log_softmax(actor(obs), -1) * action).sum(-1)
     else:
@@ -104,7 +104,9 @@ def test_matches_plain_iql(discrete):
     critics = [make_critic(discrete=discrete) for _ in range(2)]
     value = make_value()
     cls = DiscreteIQLLoss if discrete else IQLLoss
-    loss = cls(actor, critics, value_network=value, expectile=0.8, temperature=2.0)
+    loss = cls(
+        actor, critics, value_network=value, expectile=0.8, temperature=2.0, loss_function="l2"
+    )
     loss.make_value_estimator(gamma=0.9)
     perturb_(loss.qvalue_network_target_params, 0.2)
     target_params = loss.qvalue_network_target_params["params", "module"]

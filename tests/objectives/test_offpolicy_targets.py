@@ -115,7 +115,7 @@ def test_updaters_move_every_target_and_gradients_skip_them(name):
     before = [target.clone() for _, target in loss.target_pairs()]
     assert before, "the loss has no target"
     out = loss(_batch(discrete))
-    sum(v for k, v in out.items() if k.startswith("loss_")).backward()
+    sum(v for k, v in out.items() if k.startswith("loss")).backward()
     optim.step()
     for (_, target), old in zip(loss.target_pairs(), before):
         _assert_close(target, old)  # a gradient step leaves the targets alone

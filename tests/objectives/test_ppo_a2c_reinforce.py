@@ -104,7 +104,7 @@ class TestA2CContract(_Contract):
 
 class TestReinforceContract(_Contract):
     loss_cls = ReinforceLoss
-    loss_terms = {"loss_objective", "loss_critic"}
+    loss_terms = {"loss_actor", "loss_value"}
 
 
 def _plain_pieces(actor, critic, batch):
@@ -141,9 +141,7 @@ def test_a2c_matches_plain_implementation_and_normalises():
     adv = batch["advantage"]
     adv = (adv - adv.mean()) / adv.std()
     torch.testing.assert_close(out["loss_objective"], -(logp * adv).mean())
-    torch.testing.assert_close(
-        out["loss_critic"], (0.5 * (value - batch["value_target"]).pow(2)).mean()
-    )
+    torch.testing.assert_close(out["loss_critic"], ((value - batch["value_target"]).pow(2)).mean())
 
 
 def test_value_clipping_limits_the_critic_move():
@@ -226,7 +224,7 @@ def test_reinforce_uses_monte_carlo_returns():
     returns = torch.tensor([[[1 + 0.5 * 2 + 0.25 * 4], [2 + 0.5 * 4], [4.0]]])
     logits = actor[0].module(batch["observation"])
     logp = torch.log_softmax(logits, -1).gather(-1, batch["action"].argmax(-1, keepdim=True))
-    torch.testing.assert_close(out["loss_objective"], -(logp * returns).mean())
+    torch.testing.assert_close(out["loss_actor"], -(logp * returns).mean())
 
 
 def test_multi_agent_advantages_are_per_agent():

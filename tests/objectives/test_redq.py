@@ -46,7 +46,7 @@ def plain_redq(actor, critics, target_critics, log_alpha, batch, gamma, m):
         soft = next_q - alpha * next_lp.unsqueeze(-1)
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * soft
     sa = torch.cat([obs, action], -1)
-    q_loss = sum(0.5 * (c(sa) - y).pow(2).mean() for c in critics)
+    q_loss = sum((c(sa) - y).pow(2).mean() for c in critics) / len(critics)  # TorchRL: mean
     new_action, lp = TanhNormal(*actor(obs)).rsample_and_log_prob()
     sa = torch.cat([obs, new_action], -1)
     frozen = [{k: v.detach() for k, v in c.named_parameters()} for c in critics]
@@ -58,7 +58,9 @@ def plain_redq(actor, critics, target_critics, log_alpha, batch, gamma, m):
 def test_matches_plain_redq():
     torch.manual_seed(0)
     actor, critics = make_actor(), [make_critic() for _ in range(N)]
-    loss = REDQLoss(actor, critics, num_qvalue_nets=N, sub_sample_len=2, alpha_init=0.2)
+    loss = REDQLoss(
+        actor, critics, num_qvalue_nets=N, sub_sample_len=2, alpha_init=0.2, loss_function="l2"
+    )
     loss.make_value_estimator(gamma=0.9)
     perturb_(loss.qvalue_network_target_params, 0.5)
     target_params = loss.qvalue_network_target_params["params", "module"]

@@ -48,7 +48,7 @@ def plain_sac(actor, critics, target_critics, log_alpha, batch, gamma, target_en
         soft = next_q - alpha * next_lp.unsqueeze(-1)
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * soft
     sa = torch.cat([obs, action], -1)
-    q_loss = sum(0.5 * (c(sa) - y).pow(2).mean() for c in critics)
+    q_loss = sum((c(sa) - y).pow(2).mean() for c in critics)
     new_action, lp = TanhNormal(*actor(obs)).rsample_and_log_prob()
     sa = torch.cat([obs, new_action], -1)
     frozen = [{k: v.detach() for k, v in c.named_parameters()} for c in critics]
@@ -61,7 +61,9 @@ def plain_sac(actor, critics, target_critics, log_alpha, batch, gamma, target_en
 def test_matches_plain_sac():
     torch.manual_seed(0)
     actor, critics = make_actor(), [make_critic(), make_critic()]
-    loss = SACLoss(actor, critics, alpha_init=0.3).make_value_estimator(gamma=0.9)
+    loss = SACLoss(actor, critics, alpha_init=0.3, loss_function="l2").make_value_estimator(
+        gamma=0.9
+    )
     perturb_(loss.qvalue_network_target_params, 0.2)
     target_params = loss.qvalue_network_target_params["params", "module"]
     target_critics = bind_stacked(target_params, [make_critic().module for _ in range(2)])

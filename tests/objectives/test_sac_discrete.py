@@ -60,7 +60,7 @@ def plain_discrete_sac(actor, critics, target_critics, log_alpha, batch, gamma, 
         soft = (next_lp.exp() * (next_q - alpha * next_lp)).sum(-1, keepdim=True)
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * soft
     qs = [c(obs) for c in critics]
-    q_loss = sum(0.5 * (q.gather(-1, index) - y).pow(2).mean() for q in qs)
+    q_loss = sum((q.gather(-1, index) - y).pow(2).mean() for q in qs)
     lp = torch.log_softmax(actor(obs), -1)
     q_min = torch.min(*(q.detach() for q in qs))
     actor_loss = (lp.exp() * (alpha * lp - q_min)).sum(-1).mean()
@@ -72,7 +72,7 @@ def plain_discrete_sac(actor, critics, target_critics, log_alpha, batch, gamma, 
 def test_matches_plain_discrete_sac():
     torch.manual_seed(0)
     actor, critics = make_actor(), [make_critic(), make_critic()]
-    loss = DiscreteSACLoss(actor, critics, num_actions=ACT, alpha_init=0.5)
+    loss = DiscreteSACLoss(actor, critics, num_actions=ACT, alpha_init=0.5, loss_function="l2")
     loss.make_value_estimator(gamma=0.9)
     perturb_(loss.qvalue_network_target_params, 0.2)
     target_params = loss.qvalue_network_target_params["params", "module"]

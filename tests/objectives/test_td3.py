@@ -37,7 +37,7 @@ class TestTD3Contract(LossContract):
 
 
 def plain_td3(actor, critics, target_actor, target_critics, batch, gamma, noise, clip, bound):
-    """Textbook TD3: clipped double-Q target with smoothed target actions; 0.5 * MSE."""
+    """Textbook TD3: clipped double-Q target with smoothed target actions; MSE (TorchRL's "l2")."""
     obs, action, nxt = batch["observation"], batch["action"], batch["next"]
     with torch.no_grad():
         next_obs = nxt["observation"]
@@ -48,7 +48,7 @@ def plain_td3(actor, critics, target_actor, target_critics, batch, gamma, noise,
         next_q = torch.min(target_critics[0](sa), target_critics[1](sa))
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * next_q
     sa = torch.cat([obs, action], -1)
-    critic_loss = sum(0.5 * (c(sa) - y).pow(2).mean() for c in critics)
+    critic_loss = sum((c(sa) - y).pow(2).mean() for c in critics)
     actor_loss = -critics[0](torch.cat([obs, actor(obs)], -1)).mean()
     return actor_loss, critic_loss
 
@@ -59,7 +59,9 @@ def test_matches_plain_td3(generic):
     actor, critics = make_actor(), [make_critic(), make_critic()]
     if generic:
         actor, critics = GenericModule.wrap(actor), [GenericModule.wrap(c) for c in critics]
-    loss = TD3Loss(actor, critics, bounds=(-0.5, 0.5), policy_noise=0.3, noise_clip=0.4)
+    loss = TD3Loss(
+        actor, critics, bounds=(-0.5, 0.5), policy_noise=0.3, noise_clip=0.4, loss_function="l2"
+    )
     loss.make_value_estimator(gamma=0.9)
     perturb_(loss.actor_network_target_params)
     perturb_(loss.qvalue_network_target_params)

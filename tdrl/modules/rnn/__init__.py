@@ -11,8 +11,15 @@ Examples:
 """
 
 from tdrl.modules.rnn._base import RecurrentModuleBase
+from tdrl.modules.rnn._global import recurrent_mode
 from tdrl.modules.rnn._gru import GRUModule
 from tdrl.modules.rnn._lstm import LSTMModule
 from tdrl.modules.rnn._mode import set_recurrent_mode
 
-__all__ = ["GRUModule", "LSTMModule", "RecurrentModuleBase", "set_recurrent_mode"]
+__all__ = [
+    "GRUModule",
+    "LSTMModule",
+    "RecurrentModuleBase",
+    "recurrent_mode",
+    "set_recurrent_mode",
+]

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn import functional as F
 
+from tdrl.modules.rnn._global import _MODE
 from tdrl.modules.rnn._segments import Segments
 
 if TYPE_CHECKING:
@@ -72,8 +73,13 @@ class RecurrentModuleBase(TensorDictModuleBase):
     # ------------------------------------------------------------------ mode
     @property
     def recurrent_mode(self) -> bool:
-        """Whether the module runs over sequences (``True``) or single steps (``False``)."""
-        return self._recurrent_mode
+        """Whether the module runs over sequences (``True``) or single steps (``False``).
+
+        A global :func:`~tdrl.modules.set_recurrent_mode` block (as losses open) decides;
+        outside one, the mode given to :meth:`set_recurrent_mode` (``False`` by default).
+        """
+        mode = _MODE.get()
+        return self._recurrent_mode if mode is None else mode
 
     def set_recurrent_mode(self, mode: bool = True) -> RecurrentModuleBase:
         """Switches between step mode (``False``) and sequence mode (``True``); returns self.
@@ -194,7 +200,7 @@ class RecurrentModuleBase(TensorDictModuleBase):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Step mode: one step per element; sequence mode: time is the last batch dim."""
-        if self._recurrent_mode:
+        if self.recurrent_mode:
             return self._forward_sequence(tensordict)
         return self._forward_step(tensordict)
 
@@ -252,5 +258,5 @@ class RecurrentModuleBase(TensorDictModuleBase):
         return (
             f"input_size={self.input_size}, hidden_size={self.hidden_size},"
             f" num_layers={self.num_layers}, in_key={self.in_key!r}, out_key={self.out_key!r},"
-            f" recurrent_mode={self._recurrent_mode}"
+            f" recurrent_mode={self.recurrent_mode}"
         )

@@ -39,9 +39,17 @@ from tdrl.objectives.value._scan import _check_dim, reverse_discounted_cumsum
 __all__ = [
     "generalized_advantage_estimate",
     "reverse_discounted_cumsum",
+    "td0_advantage_estimate",
     "td0_return_estimate",
+    "td1_advantage_estimate",
     "td1_return_estimate",
+    "td_lambda_advantage_estimate",
     "td_lambda_return_estimate",
+    "vec_generalized_advantage_estimate",
+    "vec_td1_advantage_estimate",
+    "vec_td1_return_estimate",
+    "vec_td_lambda_advantage_estimate",
+    "vec_td_lambda_return_estimate",
 ]
 
 
@@ -226,6 +234,208 @@ def generalized_advantage_estimate(
         delta.expand(shape), _mul(gamma, lmbda), reset=reset, time_dim=dim
     )
     return advantage, advantage + state_value
+
+
+# ---------------------------------------------------------------- TorchRL's other names
+# TorchRL has a loop and a vectorised ("vec_") version of each estimator and advantage
+# variants (return minus ``state_value``); here every one is already vectorised.
+
+
+def _check_rolling(fn: str, rolling_gamma: bool | None) -> None:
+    if rolling_gamma not in (None, True):
+        raise ValueError(
+            f"{fn}: rolling_gamma={rolling_gamma!r} is not supported (got {rolling_gamma!r}; "
+            "expected None or True: gamma[t] discounts the step t -> t + 1)."
+        )
+
+
+def td0_advantage_estimate(
+    gamma: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+) -> Tensor:
+    """TD(0) advantage: :func:`td0_return_estimate` minus ``state_value`` (TorchRL's name).
+
+    Examples:
+        >>> v = torch.zeros(2, 1)
+        >>> td0_advantage_estimate(0.5, v, torch.ones(2, 1), torch.ones(2, 1),
+        ...                        torch.zeros(2, 1, dtype=torch.bool)).squeeze(-1)
+        tensor([1.5000, 1.5000])
+    """
+    terminated = done if terminated is None else terminated
+    return td0_return_estimate(gamma, next_state_value, reward, terminated) - state_value
+
+
+def td1_advantage_estimate(
+    gamma: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> Tensor:
+    """TD(1) advantage: :func:`td1_return_estimate` minus ``state_value`` (TorchRL's name).
+
+    Examples:
+        >>> v, done = torch.zeros(3, 1), torch.tensor([[False], [False], [True]])
+        >>> td1_advantage_estimate(0.5, v, v, torch.ones(3, 1), done).squeeze(-1)
+        tensor([1.7500, 1.5000, 1.0000])
+    """
+    _check_rolling("td1_advantage_estimate", rolling_gamma)
+    ret = td1_return_estimate(gamma, next_state_value, reward, done, terminated, time_dim=time_dim)
+    return ret - state_value
+
+
+def td_lambda_advantage_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> Tensor:
+    """TD(lambda) advantage: :func:`td_lambda_return_estimate` minus ``state_value``.
+
+    Examples:
+        >>> v, done = torch.zeros(3, 1), torch.tensor([[False], [False], [True]])
+        >>> td_lambda_advantage_estimate(0.5, 1.0, v, v, torch.ones(3, 1), done).squeeze(-1)
+        tensor([1.7500, 1.5000, 1.0000])
+    """
+    _check_rolling("td_lambda_advantage_estimate", rolling_gamma)
+    ret = td_lambda_return_estimate(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+    return ret - state_value
+
+
+def vec_generalized_advantage_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> tuple[Tensor, Tensor]:
+    """TorchRL's vectorised GAE: the same as :func:`generalized_advantage_estimate`.
+
+    Examples:
+        >>> v, done = torch.zeros(2, 1), torch.zeros(2, 1, dtype=torch.bool)
+        >>> adv, ret = vec_generalized_advantage_estimate(0.5, 1.0, v, v, torch.ones(2, 1), done)
+        >>> adv.squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    return generalized_advantage_estimate(
+        gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+def vec_td1_return_estimate(
+    gamma: float | Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> Tensor:
+    """TorchRL's vectorised TD(1) return: the same as :func:`td1_return_estimate`.
+
+    Examples:
+        >>> done = torch.tensor([[False], [True]])
+        >>> vec_td1_return_estimate(0.5, torch.zeros(2, 1), torch.ones(2, 1), done).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    _check_rolling("vec_td1_return_estimate", rolling_gamma)
+    return td1_return_estimate(gamma, next_state_value, reward, done, terminated, time_dim=time_dim)
+
+
+def vec_td1_advantage_estimate(
+    gamma: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> Tensor:
+    """TorchRL's vectorised TD(1) advantage: the same as :func:`td1_advantage_estimate`.
+
+    Examples:
+        >>> v, done = torch.zeros(2, 1), torch.tensor([[False], [True]])
+        >>> vec_td1_advantage_estimate(0.5, v, v, torch.ones(2, 1), done).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    return td1_advantage_estimate(
+        gamma, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+
+
+def vec_td_lambda_return_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    *,
+    time_dim: int = -2,
+) -> Tensor:
+    """TorchRL's vectorised TD(lambda) return: the same as :func:`td_lambda_return_estimate`.
+
+    Examples:
+        >>> done = torch.tensor([[False], [True]])
+        >>> vec_td_lambda_return_estimate(0.5, 1.0, torch.zeros(2, 1), torch.ones(2, 1),
+        ...                               done).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    _check_rolling("vec_td_lambda_return_estimate", rolling_gamma)
+    return td_lambda_return_estimate(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+def vec_td_lambda_advantage_estimate(
+    gamma: float | Tensor,
+    lmbda: float | Tensor,
+    state_value: Tensor,
+    next_state_value: Tensor,
+    reward: Tensor,
+    done: Tensor,
+    terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> Tensor:
+    """TorchRL's vectorised TD(lambda) advantage: :func:`td_lambda_advantage_estimate`.
+
+    Examples:
+        >>> v, done = torch.zeros(2, 1), torch.tensor([[False], [True]])
+        >>> vec_td_lambda_advantage_estimate(0.5, 1.0, v, v, torch.ones(2, 1), done).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    return td_lambda_advantage_estimate(
+        gamma,
+        lmbda,
+        state_value,
+        next_state_value,
+        reward,
+        done,
+        terminated,
+        rolling_gamma,
+        time_dim,
+    )
 
 
 def _add_scaled(x: Tensor, scale: float | Tensor, y: Tensor) -> Tensor:
