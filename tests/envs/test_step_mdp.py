@@ -88,3 +88,36 @@ def test_nested_single_key_as_tuple_and_next_tensordict():
 def test_missing_next_raises():
     with pytest.raises(KeyError, match=r"no 'next' entry.*available keys"):
         StepMDP()(TensorDict({"obs": torch.zeros(1)}, [1]))
+
+
+def _with_term(batch=(2,)):
+    td = _flat(batch)
+    td["terminated"] = torch.zeros(*batch, 1, dtype=torch.bool)
+    td["next", "terminated"] = torch.ones(*batch, 1, dtype=torch.bool)
+    return td
+
+
+def test_exclude_done_drops_only_the_named_done_keys():
+    # TorchRL: done_keys defaults to "done": exclude_done=True keeps "terminated" (from "next")
+    out = step_mdp(_with_term(), exclude_done=True)
+    assert set(out.keys()) == {"obs", "hidden", "terminated"}
+    assert out["terminated"].all()
+    out = step_mdp(_with_term(), exclude_done=True, done_keys=["done", "terminated"])
+    assert set(out.keys()) == {"obs", "hidden"}
+
+
+def test_kept_action_survives_keep_other_false():
+    out = step_mdp(_flat(), keep_other=False, exclude_action=False)
+    assert set(out.keys()) == {"obs", "done", "action"}
+    assert out["action"].eq(1).all()
+    plan = StepMDP(keep_other=False, exclude_action=False)
+    assert set(plan(_flat()).keys()) == {"obs", "done", "action"}
+
+
+def test_arguments_are_positional_in_torchrl_order():
+    td = _flat()
+    # tensordict, next_tensordict, keep_other, exclude_reward, exclude_done, exclude_action
+    out = step_mdp(td, None, False, False, True, False)
+    assert set(out.keys()) == {"obs", "reward", "action"}
+    out = step_mdp(td, None, True, True, False, True, "reward", "done", "hidden")
+    assert set(out.keys()) == {"obs", "done", "action"}

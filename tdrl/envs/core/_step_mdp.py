@@ -122,6 +122,8 @@ class StepMDP:
         if exclude_action:
             root_drop += list(action_keys)
         self.keep_other = keep_other
+        # without keep_other, kept actions are still carried (TorchRL)
+        self._carried_actions = [] if keep_other or exclude_action else list(action_keys)
         self._next_tree = _build_tree(next_drop)
         self._root_tree = _build_tree(root_drop)
 
@@ -145,18 +147,18 @@ class StepMDP:
         out = _copy_excluding(nxt, self._next_tree)
         if self.keep_other:
             _fill_missing(out, tensordict, self._root_tree)
+        for key in self._carried_actions:
+            action = tensordict.get(key, None)
+            if action is not None:
+                out.set(key, action)
         if next_tensordict is not None:
             next_tensordict.update(out)
             return next_tensordict
         return out
 
 
-def _as_key_list(
-    keys: NestedKey | Sequence[NestedKey] | None, default: list[NestedKey]
-) -> list[NestedKey]:
+def _as_key_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:
     # A str or a tuple of str is one (nested) key, as in tensordict; a list holds several keys.
-    if keys is None:
-        return default
     if isinstance(keys, str) or (isinstance(keys, tuple) and all(isinstance(k, str) for k in keys)):
         return [keys]
     return list(keys)
@@ -165,32 +167,35 @@ def _as_key_list(
 def step_mdp(
     tensordict: TensorDictBase,
     next_tensordict: TensorDictBase | None = None,
-    *,
     keep_other: bool = True,
     exclude_reward: bool = True,
     exclude_done: bool = False,
     exclude_action: bool = True,
-    reward_keys: NestedKey | Sequence[NestedKey] | None = None,
-    done_keys: NestedKey | Sequence[NestedKey] | None = None,
-    action_keys: NestedKey | Sequence[NestedKey] | None = None,
+    reward_keys: NestedKey | Sequence[NestedKey] = "reward",
+    done_keys: NestedKey | Sequence[NestedKey] = "done",
+    action_keys: NestedKey | Sequence[NestedKey] = "action",
 ) -> TensorDictBase:
-    """Builds the root TensorDict of the next step from ``tensordict["next"]``.
+    """Builds the root TensorDict of the next step from ``tensordict["next"]`` (TorchRL's).
 
-    The result holds every entry of ``"next"`` (minus rewards, and minus done leaves when
-    ``exclude_done``) and, with ``keep_other``, the root entries that ``"next"`` lacks except the
-    actions. The input is never modified. This free function builds its key plan at each call;
-    envs keep a precomputed one: prefer ``env.step_mdp(td)`` in loops.
+    The result holds every entry of ``"next"`` except the ``reward_keys`` (unless
+    ``exclude_reward=False``) and the ``done_keys`` (only with ``exclude_done=True``) and, with
+    ``keep_other``, the root entries that ``"next"`` lacks except the ``action_keys`` (unless
+    ``exclude_action=False``, in which case the actions are kept even without ``keep_other``).
+    Only the keys named are excluded: with the default ``done_keys="done"``,
+    ``exclude_done=True`` drops ``"done"`` and keeps ``"terminated"``/``"truncated"``. The input
+    is never modified. This free function builds its key plan at each call; envs keep a
+    precomputed one (with all their own keys): prefer ``env.step_mdp(td)`` in loops.
 
     Args:
         tensordict: a stepped TensorDict (it holds ``"next"``).
         next_tensordict: if given, the result is written into it.
         keep_other: keep root entries that are not actions, rewards or done leaves.
-        exclude_reward: drop reward keys.
-        exclude_done: drop done keys.
-        exclude_action: drop action keys.
+        exclude_reward: drop the reward keys.
+        exclude_done: drop the done keys.
+        exclude_action: drop the action keys.
         reward_keys: a key or a list of keys (default ``"reward"``). A tuple of strings is one
             nested key; pass several keys as a list.
-        done_keys: same, default ``["done", "terminated", "truncated"]``.
+        done_keys: same, default ``"done"``.
         action_keys: same, default ``"action"``.
 
     Returns:
@@ -206,11 +211,13 @@ def step_mdp(
         >>> nxt = step_mdp(td)
         >>> sorted(nxt.keys()), nxt["obs"].tolist()
         (['done', 'obs'], [1.0, 1.0, 1.0])
+        >>> sorted(step_mdp(td, keep_other=False, exclude_action=False).keys())
+        ['action', 'done', 'obs']
     """
     plan = StepMDP(
-        reward_keys=_as_key_list(reward_keys, ["reward"]),
-        done_keys=_as_key_list(done_keys, ["done", "terminated", "truncated"]),
-        action_keys=_as_key_list(action_keys, ["action"]),
+        reward_keys=_as_key_list(reward_keys),
+        done_keys=_as_key_list(done_keys),
+        action_keys=_as_key_list(action_keys),
         keep_other=keep_other,
         exclude_reward=exclude_reward,
         exclude_done=exclude_done,
