@@ -130,6 +130,14 @@ class TestEGreedy:
         assert module.eps.item() == pytest.approx(0.2)
         assert "eps" in module.state_dict()
 
+    def test_torchrl_positional_order_and_device(self) -> None:
+        # (spec, eps_init, eps_end, annealing_num_steps)
+        module = EGreedyModule(Categorical(2), 1.0, 0.5, 5, device="meta")
+        assert (module.eps_end, module.annealing_num_steps) == (0.5, 5)
+        assert module.eps.device.type == "meta" and module.spec.device.type == "meta"
+        with pytest.raises(ValueError, match="eps_end is larger than eps_init"):
+            EGreedyModule(Categorical(2), 0.1, 0.5)
+
     @pytest.mark.parametrize("etype", NON_RANDOM)
     def test_off_unless_random(self, etype) -> None:
         module = EGreedyModule(Categorical(10), eps_init=1.0)
@@ -186,6 +194,21 @@ class TestAdditiveGaussian:
         with set_exploration_type(etype):
             assert bool((module(td)["action"] == 0).all())
 
+    def test_torchrl_positional_order_lazy_spec_and_device(self) -> None:
+        # (spec, sigma_init, sigma_end, annealing_num_steps, mean, std)
+        module = AdditiveGaussianModule(None, 2.0, 1.0, 2, 0.0, 1.0, device="meta")
+        assert module.sigma.device.type == "meta"
+        td = TensorDict(action=torch.zeros(3, 2), batch_size=[3])
+        with pytest.raises(RuntimeError, match="spec is not set"):
+            module(td)
+        module = AdditiveGaussianModule(None, 2.0, 1.0, 2, 0.0, 1.0)
+        module.spec = Bounded(-1.0, 1.0, shape=(2,))
+        assert module.spec.is_in(module(td)["action"])
+        module.step(1)
+        assert module.sigma.item() == pytest.approx(1.5)
+        with pytest.raises(ValueError, match="sigma_end is larger than sigma_init"):
+            AdditiveGaussianModule(Unbounded(shape=(2,)), 0.1, 0.2)
+
 
 class TestOrnsteinUhlenbeck:
     def _expected(self, prev: torch.Tensor, mod: OrnsteinUhlenbeckProcessModule) -> torch.Tensor:
@@ -196,11 +219,11 @@ class TestOrnsteinUhlenbeck:
     def test_update_and_reset_where_is_init(self, batch) -> None:
         spec = Unbounded(shape=(2,))
         ou = OrnsteinUhlenbeckProcessModule(spec, sigma=0.5, x0=0.1)
-        prev = torch.full((*batch, 2), 3.0)
+        stored = torch.full((*batch, 2), 3.0)  # TorchRL keeps the noise relative to x0
         is_init = torch.rand(*batch, 1) < 0.5
         td = TensorDict(
             action=torch.zeros(*batch, 2),
-            _ou_prev_noise=prev,
+            _ou_prev_noise=stored,
             is_init=is_init,
             _ou_steps=torch.full((*batch, 1), 7),
             batch_size=batch,
@@ -208,10 +231,33 @@ class TestOrnsteinUhlenbeck:
         torch.manual_seed(1)
         out = ou(td)
         torch.manual_seed(1)
-        expected = self._expected(torch.where(is_init, torch.tensor(0.1), prev), ou)
-        torch.testing.assert_close(out["_ou_prev_noise"], expected)
-        torch.testing.assert_close(out["action"], expected)
+        expected = self._expected(torch.where(is_init, 0.0, stored) + 0.1, ou)
+        torch.testing.assert_close(out["_ou_prev_noise"], expected - 0.1)
+        torch.testing.assert_close(out["action"], expected)  # eps_init = 1
         torch.testing.assert_close(out["_ou_steps"], torch.where(is_init, 1, 8))
+
+    def test_torchrl_positional_order_and_eps_annealing(self) -> None:
+        # (spec, eps_init, eps_end, annealing_num_steps, theta, mu, sigma, dt, x0)
+        ou = OrnsteinUhlenbeckProcessModule(Unbounded(shape=(1,)), 0.5, 0.1, 4, 0.3, 0.0, 1.0, 1.0)
+        assert (ou.theta, ou.sigma, ou.dt) == (0.3, 1.0, 1.0)
+        td = TensorDict(action=torch.zeros(20000, 1), batch_size=[20000])
+        out = ou(td)
+        # action = eps * noise; the first noise is sigma * sqrt(dt) * N(0, 1)
+        torch.testing.assert_close(out["action"], 0.5 * out["_ou_prev_noise"])
+        ou.step(2)
+        assert ou.eps.item() == pytest.approx(0.5 - 2 * (0.5 - 0.1) / 4)
+        ou.step(10)
+        assert ou.eps.item() == pytest.approx(0.1)
+        with pytest.raises(ValueError, match="eps_end is larger than eps_init"):
+            OrnsteinUhlenbeckProcessModule(Unbounded(shape=(1,)), 0.1, 0.5)
+
+    def test_safe_projects_only_when_true(self) -> None:
+        spec = Bounded(-0.1, 0.1, shape=(1,))
+        kwargs = {"sigma": 10.0, "dt": 1.0}
+        td = TensorDict(action=torch.zeros(200, 1), batch_size=[200])
+        assert spec.is_in(OrnsteinUhlenbeckProcessModule(spec, **kwargs)(td.clone())["action"])
+        loose = OrnsteinUhlenbeckProcessModule(spec, safe=False, **kwargs)(td.clone())["action"]
+        assert loose.abs().max().item() > 0.1
 
     def test_state_travels_in_rollout(self) -> None:
         env = CountingEnv(batch_size=(3,), max_steps=10)

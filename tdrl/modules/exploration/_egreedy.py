@@ -11,9 +11,11 @@ from tensordict.utils import NestedKey
 
 from tdrl.modules._exploration_type import ExplorationType, exploration_type
 from tdrl.modules.exploration._utils import (
+    DeviceLike,
     action_spec,
     anneal,
     check_positive,
+    decreasing,
     parent_batch,
     unsqueeze_to,
 )
@@ -40,9 +42,11 @@ class EGreedyModule(TensorDictModuleBase):
         annealing_num_steps: frames needed to go from ``eps_init`` to ``eps_end``.
         action_key: the action entry to modify.
         action_mask_key: optional boolean mask entry (True = allowed) read from the data.
+        device: where the ``eps`` buffer and the spec live.
 
     Raises:
-        ValueError: epsilons outside ``[0, 1]``, or ``annealing_num_steps <= 0``.
+        ValueError: epsilons outside ``[0, 1]``, ``eps_end > eps_init``, or
+            ``annealing_num_steps <= 0``.
         TypeError: ``action_mask_key`` with a spec that has no mask (e.g. ``Bounded``).
 
     Examples:
@@ -66,11 +70,12 @@ class EGreedyModule(TensorDictModuleBase):
         self,
         spec: TensorSpec,
         eps_init: float = 1.0,
-        *,
         eps_end: float = 0.1,
         annealing_num_steps: int = 1000,
+        *,
         action_key: NestedKey = "action",
         action_mask_key: NestedKey | None = None,
+        device: DeviceLike = None,
     ) -> None:
         super().__init__()
         where = "EGreedyModule.__init__"
@@ -81,6 +86,9 @@ class EGreedyModule(TensorDictModuleBase):
                     " [0, 1]). Fix the epsilon schedule."
                 )
         check_positive(annealing_num_steps, "annealing_num_steps", where)
+        decreasing(eps_init, eps_end, ("eps_init", "eps_end"), where)
+        if device is not None:
+            spec = spec.to(device)
         self.spec = spec
         self._leaf = action_spec(spec, action_key, where)
         if action_mask_key is not None and not hasattr(self._leaf, "update_mask"):
@@ -93,7 +101,7 @@ class EGreedyModule(TensorDictModuleBase):
         self.annealing_num_steps = annealing_num_steps
         self.action_key = action_key
         self.action_mask_key = action_mask_key
-        self.register_buffer("eps", torch.tensor(float(eps_init)))
+        self.register_buffer("eps", torch.tensor(float(eps_init), device=device))
         self.in_keys = [action_key] + ([action_mask_key] if action_mask_key is not None else [])
         self.out_keys = [action_key]
 

@@ -8,7 +8,13 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from tdrl.modules._exploration_type import ExplorationType, exploration_type
-from tdrl.modules.exploration._utils import action_spec, anneal, check_positive
+from tdrl.modules.exploration._utils import (
+    DeviceLike,
+    action_spec,
+    anneal,
+    check_positive,
+    decreasing,
+)
 from tdrl.specs import TensorSpec
 
 __all__ = ["AdditiveGaussianModule"]
@@ -23,16 +29,20 @@ class AdditiveGaussianModule(TensorDictModuleBase):
 
     Args:
         spec: the action spec (a leaf, or a Composite holding ``action_key``); the noisy action
-            is mapped back into it with ``spec.project`` (a clamp for ``Bounded``).
+            is mapped back into it with ``spec.project`` (a clamp for ``Bounded``). May be
+            ``None`` and set later through the ``spec`` property.
         sigma_init: initial noise scale.
         sigma_end: final noise scale.
         annealing_num_steps: frames to go from ``sigma_init`` to ``sigma_end``.
         mean: mean of the base noise.
         std: standard deviation of the base noise.
         action_key: the action entry to modify.
+        safe: accepted for TorchRL code; the noisy action is always projected into the spec.
+        device: where the ``sigma`` buffer and the spec live.
 
     Raises:
-        ValueError: ``annealing_num_steps <= 0``.
+        ValueError: ``annealing_num_steps <= 0`` or ``sigma_end > sigma_init``.
+        RuntimeError: a call before the spec is set.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -47,27 +57,46 @@ class AdditiveGaussianModule(TensorDictModuleBase):
 
     def __init__(
         self,
-        spec: TensorSpec,
+        spec: TensorSpec | None = None,
         sigma_init: float = 1.0,
-        *,
         sigma_end: float = 0.1,
         annealing_num_steps: int = 1000,
         mean: float = 0.0,
         std: float = 1.0,
+        *,
         action_key: NestedKey = "action",
+        safe: bool = False,
+        device: DeviceLike = None,
     ) -> None:
         super().__init__()
         where = "AdditiveGaussianModule.__init__"
         check_positive(annealing_num_steps, "annealing_num_steps", where)
-        self.spec = spec
-        self._leaf = action_spec(spec, action_key, where)
+        decreasing(sigma_init, sigma_end, ("sigma_init", "sigma_end"), where)
+        self.action_key = action_key
+        self._device = device
+        self._spec: TensorSpec | None = None
+        self._leaf: TensorSpec | None = None
+        if spec is not None:
+            self.spec = spec
         self.sigma_init, self.sigma_end = float(sigma_init), float(sigma_end)
         self.annealing_num_steps = annealing_num_steps
         self.mean, self.std = float(mean), float(std)
-        self.action_key = action_key
-        self.register_buffer("sigma", torch.tensor(float(sigma_init)))
+        self.safe = safe
+        self.register_buffer("sigma", torch.tensor(float(sigma_init), device=device))
         self.in_keys = [action_key]
         self.out_keys = [action_key]
+
+    @property
+    def spec(self) -> TensorSpec | None:
+        """The action spec (``None`` until set, for a spec known only later)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: TensorSpec) -> None:
+        if self._device is not None:
+            value = value.to(self._device)
+        self._leaf = action_spec(value, self.action_key, "AdditiveGaussianModule.spec")
+        self._spec = value
 
     def step(self, frames: int = 1) -> None:
         """Anneals ``sigma`` by ``frames`` frames."""
@@ -77,6 +106,11 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         """Adds the noise and projects (RANDOM only)."""
         if exploration_type() is not ExplorationType.RANDOM:
             return tensordict
+        if self._leaf is None:
+            raise RuntimeError(
+                "AdditiveGaussianModule.forward: the spec is not set (got spec=None; expected an"
+                " action spec). Pass spec= or set module.spec before the first call."
+            )
         action = tensordict.get(self.action_key)
         noise = torch.randn_like(action).mul_(self.std).add_(self.mean)
         tensordict.set(self.action_key, self._leaf.project(action + self.sigma * noise))

@@ -10,7 +10,17 @@ from tensordict.utils import NestedKey
 
 from tdrl.specs import Composite, TensorSpec
 
-__all__ = ["action_spec", "anneal", "as_tuple", "parent_batch", "sibling", "unsqueeze_to"]
+DeviceLike = torch.device | str | int | None
+
+__all__ = [
+    "DeviceLike",
+    "action_spec",
+    "anneal",
+    "as_tuple",
+    "parent_batch",
+    "sibling",
+    "unsqueeze_to",
+]
 
 
 def as_tuple(key: NestedKey) -> tuple[str, ...]:
@@ -62,4 +72,13 @@ def check_positive(value: int, name: str, where: str) -> None:
     if value <= 0:
         raise ValueError(
             f"{where}: {name} must be positive (got {value}; expected > 0). Pass e.g. 1000."
+        )
+
+
+def decreasing(start: float, end: float, names: tuple[str, str], where: str) -> None:
+    """TorchRL's rule: an annealed noise scale may only decrease (or stay constant)."""
+    if end > start:
+        raise ValueError(
+            f"{where}: {names[1]} is larger than {names[0]} (got {names[0]}={start},"
+            f" {names[1]}={end}; expected {names[1]} <= {names[0]}). The scale anneals down."
         )
