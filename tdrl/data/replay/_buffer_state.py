@@ -11,9 +11,11 @@ import torch
 from tdrl.errors import CheckpointError
 
 from ._checkpoint import atomic_write_dir, read_json, read_tree, resolve_checkpoint_dir, write_tree
+from ._safe_io import checkpoint_files
 
 __all__ = [
     "FORMAT",
+    "METADATA",
     "VERSION",
     "check_header",
     "check_length",
@@ -118,13 +120,14 @@ def write_buffer_dir(path: str | os.PathLike[str], state: dict[str, Any], where:
 def read_buffer_dir(path: str | os.PathLike[str], where: str) -> dict[str, Any]:
     """Reads a checkpoint directory back into a buffer ``state_dict`` (JSON and raw files only)."""
     directory = resolve_checkpoint_dir(path, where)
+    checkpoint_files(directory, where)  # no link or special file anywhere, before any read
     header = read_json(Path(directory) / METADATA, where)
     if not isinstance(header, dict):
         raise CheckpointError(
             f"{where}: invalid {METADATA} (got {type(header).__name__}; expected an object). The "
             "checkpoint is corrupted; dump again."
         )
-    tree = read_tree(directory, where)
+    tree = read_tree(directory, where, walked=True)
     missing = [k for k in _SECTIONS if not isinstance(tree.get(k), dict)]
     if missing:
         raise CheckpointError(

@@ -8,6 +8,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,6 +17,7 @@ from tdrl.errors import CheckpointError
 
 from ._buffer_state import (
     FORMAT,
+    METADATA,
     VERSION,
     check_header,
     check_length,
@@ -409,16 +411,29 @@ class ReplayBuffer:
         """
         self._load(state, f"{type(self).__name__}.load_state_dict")
 
-    def _load(self, state: dict[str, Any], where: str) -> None:
-        check_header(state, self._components(), where)
-        generator_state = checked_generator_state(state, where)
-        length, slots = self._storage.check_state(state["storage"], where)
-        check_length(state, length, where)
+    def _load(self, state: dict[str, Any], where: str, source: Path | None = None) -> None:
+        def naming(part: str) -> contextlib.AbstractContextManager[None]:
+            # Errors about a section of a checkpoint folder name the file or folder it came from.
+            return (
+                contextlib.nullcontext()
+                if source is None
+                else checkpoint_errors(source / part, where)
+            )
+
+        with naming(METADATA):
+            check_header(state, self._components(), where)
+        with naming("generator"):
+            generator_state = checked_generator_state(state, where)
+        with naming("storage"):
+            length, slots = self._storage.check_state(state["storage"], where)
+        with naming(METADATA):
+            check_length(state, length, where)
         # Dry runs on copies validate the sampler and writer states before anything changes.
         for part in ("sampler", "writer"):
-            probe = copy.deepcopy(getattr(self, f"_{part}"))
-            probe.load_state_dict(state[part])
-            probe.check_fits(length, slots, where)
+            with naming(part):
+                probe = copy.deepcopy(getattr(self, f"_{part}"))
+                probe.load_state_dict(state[part])
+                probe.check_fits(length, slots, where)
         self._stop_prefetch()
         with self._lock:
             self._storage.load_state_dict(state["storage"])
@@ -474,4 +489,4 @@ class ReplayBuffer:
         """
         where = f"{type(self).__name__}.loads"
         with checkpoint_errors(path, where):
-            self._load(read_buffer_dir(path, where), where)
+            self._load(read_buffer_dir(path, where), where, Path(path))

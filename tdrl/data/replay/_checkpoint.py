@@ -178,7 +178,7 @@ def read_json(path: Path, where: str) -> Any:
     return safe_read_json(path, where)
 
 
-def read_tree(directory: Path, where: str) -> dict[str, Any]:
+def read_tree(directory: Path, where: str, *, walked: bool = False) -> dict[str, Any]:
     """Reads a state tree written by :func:`write_tree` (JSON and raw bytes only, no pickle).
 
     The folder is first walked without following links: a symbolic link or a special file
@@ -187,6 +187,8 @@ def read_tree(directory: Path, where: str) -> dict[str, Any]:
     Args:
         directory: the folder to read.
         where: ``"<Class>.<method>"`` used to prefix error messages.
+        walked: the caller already checked the folder with
+            :func:`~tdrl.data.replay._safe_io.checkpoint_files`.
 
     Raises:
         CheckpointError: if a file is missing, truncated, a link, or its metadata is invalid.
@@ -198,7 +200,8 @@ def read_tree(directory: Path, where: str) -> dict[str, Any]:
         >>> read_tree(d, "example")
         {'x': tensor([0, 1, 2]), 'sub': {'alpha': 0.5}}
     """
-    checkpoint_files(directory, where)
+    if not walked:
+        checkpoint_files(directory, where)
     return _read_tree(directory, where)
 
 

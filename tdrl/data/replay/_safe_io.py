@@ -67,8 +67,11 @@ def checkpoint_errors(path: str | os.PathLike[str], where: str) -> Iterator[None
     """
     try:
         yield
-    except CheckpointError:
-        raise
+    except CheckpointError as err:
+        if os.fspath(path) in str(err):
+            raise
+        what = str(err).removeprefix(f"{where}: ")
+        raise CheckpointError(f"{where}: {os.fspath(path)}: {what}") from err
     except (
         ValueError,
         TypeError,
