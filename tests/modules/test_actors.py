@@ -221,8 +221,10 @@ class TestQValue:
         )
 
     def test_defaults_without_spec(self) -> None:
+        # TorchRL's one-hot actions are int64 when no spec gives the dtype.
         out = QValueActor(nn.Linear(3, 4), action_space="one_hot")(_td((2,)))
-        assert out["action"].dtype == torch.bool
+        assert out["action"].dtype == torch.int64
+        assert out["action"].sum(-1).tolist() == [1, 1]
         out = QValueActor(nn.Linear(3, 4), action_space="categorical")(_td((2,)))
         assert out["action"].dtype == torch.int64 and out["action"].shape == (2,)
 
@@ -247,7 +249,34 @@ class TestQValue:
         with pytest.raises(ValueError, match="cannot tell the action space"):
             QValueModule(spec=Unbounded(shape=(3,)))
         with pytest.raises(ValueError, match="cannot tell the action space"):
-            QValueModule("binary")
+            QValueModule("discrete")
+        for space in ("binary", "mult_one_hot", "multi-categorical"):
+            with pytest.raises(NotImplementedError, match="not supported"):
+                QValueModule(space)
+        with pytest.raises(NotImplementedError, match="var_nums"):
+            QValueModule("one_hot", var_nums=2)
+        with pytest.raises(ValueError, match="strict_shape"):
+            QValueModule("one_hot", strict_shape="yes")
+
+    def test_torchrl_spellings_and_positional_order(self) -> None:
+        values = torch.tensor([[1.0, 3.0, 2.0]])
+        # (action_space, action_value_key, action_mask_key, out_keys)
+        module = QValueModule("one-hot", "q", None, ["act", "q", "best"])
+        td = module(TensorDict(q=values, action_mask=torch.tensor([[True, False, True]])))
+        assert td["act"].tolist() == [[0, 1, 0]]  # the mask key is None: no mask read
+        assert td["best"].tolist() == [[3.0]]
+        with pytest.raises(ValueError, match="out_keys must be"):
+            QValueModule("one_hot", "q", None, ["act", "values", "best"])
+
+    def test_actor_takes_a_tensordict_module(self) -> None:
+        net = TensorDictModule(nn.Linear(3, 4), ["observation"], ["my_values"])
+        actor = QValueActor(net, action_space="one-hot", action_value_key="my_values")
+        out = actor(_td((2,)))
+        torch.testing.assert_close(
+            out["chosen_action_value"], out["my_values"].max(-1, keepdim=True).values
+        )
+        with pytest.raises(KeyError, match="does not write the action values"):
+            QValueActor(net, action_space="one_hot")
 
 
 class TestActorCriticOperator:
