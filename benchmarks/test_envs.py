@@ -116,7 +116,7 @@ def test_gym_cartpole_rollout_tdrl(benchmark):
     benchmark.group = "gymnasium CartPole-v1 rollout"
     env = GymEnv("CartPole-v1")
     env.set_seed(0)
-    actions = _action_table(())
+    actions = _action_table(()).long()  # GymEnv's one-hot actions are int64, as in TorchRL
 
     def run():
         step = iter(actions)

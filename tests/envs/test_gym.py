@@ -55,6 +55,9 @@ SPACES = {
     "box64": spaces.Box(-np.inf, np.inf, (3,), dtype=np.float64),
     "discrete": spaces.Discrete(4, start=2),
     "multidiscrete": spaces.MultiDiscrete([3, 2, 4], start=[1, 0, -1]),
+    "multidiscrete_same_n": spaces.MultiDiscrete([3, 3], start=[1, 0]),
+    "scalar_box": spaces.Box(-1.0, 1.0, (), dtype=np.float32),
+    "image": spaces.Box(0, 255, (4, 5, 3), dtype=np.uint8),
     "multibinary": spaces.MultiBinary(5),
     "dict": spaces.Dict(
         pos=spaces.Box(-2.0, 2.0, (2,), dtype=np.float32),
@@ -106,6 +109,46 @@ def test_space_mapping():
         space_to_spec(spaces.Text(5))
 
 
+@pytest.mark.parametrize("where", ["action", "observation"])
+def test_discrete_spaces_map_as_torchrl(where):
+    # TorchRL: Discrete -> int64 OneHot; categorical_action_encoding -> int64 Categorical;
+    # the same mapping for observation spaces.
+    env = GymWrapper(EchoEnv(spaces.Discrete(3)))
+    spec = env.action_spec if where == "action" else env.observation_spec["observation"]
+    assert isinstance(spec, OneHot) and spec.dtype == torch.int64 and spec.shape == (3,)
+    td = env.rand_step()
+    assert td[where if where == "action" else ("next", "observation")].dtype == torch.int64
+    env = GymWrapper(EchoEnv(spaces.Discrete(3)), categorical_action_encoding=True)
+    spec = env.action_spec if where == "action" else env.observation_spec["observation"]
+    assert isinstance(spec, Categorical) and spec.dtype == torch.int64 and spec.shape == ()
+
+
+def test_one_hot_int64_actions_reach_gymnasium_as_indices():
+    inner = EchoEnv(spaces.Discrete(3))
+    env = GymWrapper(inner)
+    env.step(env.reset().set("action", torch.tensor([0, 0, 1])))
+    assert inner.received == [2]
+    inner = EchoEnv(spaces.MultiDiscrete([3, 3]))
+    env = GymWrapper(inner)
+    env.step(env.reset().set("action", torch.tensor([[0, 1, 0], [0, 0, 1]])))
+    assert inner.received[-1].tolist() == [1, 2]
+
+
+def test_other_spaces_map_as_torchrl():
+    same = space_to_spec(SPACES["multidiscrete_same_n"], batch_size=(2,))
+    assert isinstance(same, OneHot) and same.shape == (2, 2, 3) and same.dtype == torch.int64
+    same = space_to_spec(SPACES["multidiscrete_same_n"], categorical_action_encoding=True)
+    assert isinstance(same, Categorical) and same.shape == (2,) and same.n == 3
+    multi = space_to_spec(SPACES["multidiscrete"])
+    assert isinstance(multi, MultiOneHot) and multi.dtype == torch.int64
+    scalar = space_to_spec(SPACES["scalar_box"])
+    assert isinstance(scalar, Bounded) and scalar.shape == (1,)
+    image = space_to_spec(SPACES["image"])  # bounds = the whole uint8 range
+    assert isinstance(image, Unbounded) and image.dtype == torch.uint8
+    small = space_to_spec(spaces.Box(0, 10, (2,), dtype=np.uint8))
+    assert isinstance(small, Bounded) and small.dtype == torch.uint8
+
+
 def test_discrete_start_offset_is_applied_both_ways():
     inner = EchoEnv(spaces.Discrete(3, start=5))
     env = GymWrapper(inner, categorical_action_encoding=True)
@@ -131,7 +174,7 @@ def test_cartpole_matches_raw_gymnasium():
     rng = np.random.default_rng(0)
     for _ in range(60):
         a = int(rng.integers(0, 2))
-        td = env.step(td.set("action", torch.nn.functional.one_hot(torch.tensor(a), 2).bool()))
+        td = env.step(td.set("action", torch.nn.functional.one_hot(torch.tensor(a), 2)))
         obs, reward, term, trunc, _ = raw.step(a)
         nxt = td["next"]
         np.testing.assert_array_equal(nxt["observation"].numpy(), obs)
@@ -223,7 +266,7 @@ def test_action_mask_from_info():
         assert td["action_mask"].tolist() == mask(t).astype(bool).tolist()
         env.action_spec.update_mask(td["action_mask"])
         td = env.step(env.rand_action(td))
-        assert td["action_mask"][td["action"]].all()
+        assert td["action_mask"][td["action"].bool()].all()
         td = env.step_mdp(td)
 
 

@@ -25,7 +25,7 @@ def _rollout(env, actions: np.ndarray):
 
     def policy(td):
         a = torch.as_tensor(actions[next(step)])
-        return td.set("action", torch.nn.functional.one_hot(a, 2).bool())
+        return td.set("action", torch.nn.functional.one_hot(a, 2))
 
     return env.rollout(T, policy, break_when_any_done=False)
 

@@ -47,24 +47,35 @@ class Codec:
         raise NotImplementedError
 
 
+def _full_range(low: torch.Tensor, high: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether the bounds are the dtype's whole range (TorchRL reads such a Box as unbounded)."""
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    return bool((low == info.min).all() and (high == info.max).all())
+
+
 class _BoxCodec(Codec):
     def __init__(self, space: Any, batch: torch.Size, device: torch.device | None) -> None:
         self.np_dtype = np.dtype(space.dtype)
         dtype = torch_dtype(self.np_dtype)
-        shape = (*batch, *space.shape)
-        low = torch.as_tensor(np.asarray(space.low, dtype=np.float64))
-        high = torch.as_tensor(np.asarray(space.high, dtype=np.float64))
-        if bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
+        # a scalar Box becomes a (1,) entry, as in TorchRL
+        self.scalar = len(space.shape) == 0
+        shape = (*batch, *(space.shape or (1,)))
+        low = torch.as_tensor(np.asarray(space.low, dtype=np.float64)).reshape(space.shape or (1,))
+        high = torch.as_tensor(np.asarray(space.high, dtype=np.float64)).reshape(low.shape)
+        finite = bool(torch.isfinite(low).all() and torch.isfinite(high).all())
+        if finite and not _full_range(low, high, dtype):
             self.spec = Bounded(low, high, shape=shape, device=device, dtype=dtype)
         else:
             self.spec = Unbounded(shape=shape, device=device, dtype=dtype)
 
     def decode(self, value: Any) -> torch.Tensor:
         # np.array copies: an env that reuses its output buffer cannot rewrite past data.
-        return torch.from_numpy(np.array(value, dtype=self.np_dtype))
+        out = torch.from_numpy(np.array(value, dtype=self.np_dtype))
+        return out.unsqueeze(-1) if self.scalar else out
 
     def encode(self, value: torch.Tensor) -> np.ndarray:
-        return value.numpy(force=True).astype(self.np_dtype, copy=False)
+        array = value.numpy(force=True).astype(self.np_dtype, copy=False)
+        return array.squeeze(-1) if self.scalar else array
 
 
 class _DiscreteCodec(Codec):
@@ -77,12 +88,12 @@ class _DiscreteCodec(Codec):
         self.scalar = len(batch) == 0
         if categorical:
             self.spec = Categorical(self.n, shape=batch, device=device)
-        else:
-            self.spec = OneHot(self.n, shape=(*batch, self.n), device=device)
+        else:  # int64 one-hot, as TorchRL maps a Discrete space
+            self.spec = OneHot(self.n, shape=(*batch, self.n), device=device, dtype=torch.int64)
 
     def decode(self, value: Any) -> torch.Tensor:
         index = torch.as_tensor(np.asarray(value, dtype=np.int64) - self.start)
-        return index if self.categorical else F.one_hot(index, self.n).bool()
+        return index if self.categorical else F.one_hot(index, self.n)
 
     def encode(self, value: torch.Tensor) -> Any:
         # numpy's argmax on a host copy is several times cheaper than torch's on tiny tensors.
@@ -94,6 +105,10 @@ class _DiscreteCodec(Codec):
 
 
 class _MultiDiscreteCodec(Codec):
+    """MultiDiscrete: MultiOneHot/MultiCategorical, or, when every ``nvec`` entry is the same
+    ``n``, ``k`` stacked discrete entries (``OneHot`` ``[*B, k, n]`` / ``Categorical`` ``[*B, k]``)
+    as TorchRL maps it."""
+
     def __init__(
         self, space: Any, batch: torch.Size, device: torch.device | None, categorical: bool
     ) -> None:
@@ -105,15 +120,34 @@ class _MultiDiscreteCodec(Codec):
             )
         self.start = np.asarray(space.start, dtype=np.int64)
         self.categorical = categorical
-        self.index_spec = MultiCategorical(nvec.tolist(), shape=(*batch, len(nvec)), device=device)
+        self.n = int(nvec[0]) if len(set(nvec.tolist())) == 1 else None
+        k = len(nvec)
+        self.spec: TensorSpec
+        if self.n is not None:
+            n = self.n
+            self.spec = (
+                Categorical(n, shape=(*batch, k), device=device)
+                if categorical
+                else OneHot(n, shape=(*batch, k, n), device=device, dtype=torch.int64)
+            )
+            return
+        self.index_spec = MultiCategorical(nvec.tolist(), shape=(*batch, k), device=device)
         self.spec = self.index_spec if categorical else self.index_spec.to_one_hot_spec()
+        if not categorical:
+            self.spec = self.spec.to(torch.int64)
 
     def decode(self, value: Any) -> torch.Tensor:
         index = torch.as_tensor(np.asarray(value, dtype=np.int64) - self.start)
-        return index if self.categorical else self.index_spec.to_one_hot(index)
+        if self.categorical:
+            return index
+        if self.n is not None:
+            return F.one_hot(index, self.n)
+        return self.index_spec.to_one_hot(index).to(torch.int64)
 
     def encode(self, value: torch.Tensor) -> np.ndarray:
         if not self.categorical:
+            if self.n is not None:
+                return value.numpy(force=True).argmax(-1).astype(np.int64) + self.start
             value = self.spec.to_categorical(value)  # type: ignore[attr-defined]
         return value.cpu().numpy().astype(np.int64) + self.start
 
@@ -194,10 +228,13 @@ def space_to_spec(
 ) -> TensorSpec:
     """The tdrl spec of a gymnasium space, with ``batch_size`` as leading dims.
 
-    Mapping: ``Box`` -> ``Bounded`` when every bound is finite, else ``Unbounded`` (the space's
-    dtype is kept); ``Discrete(n)`` -> ``OneHot(n)`` (bool, ``[*B, n]``), or ``Categorical(n)``
-    (``[*B]``) with ``categorical_action_encoding``; ``MultiDiscrete`` -> ``MultiOneHot`` or
-    ``MultiCategorical``; ``MultiBinary`` -> ``Binary`` (int8, as the space); ``Dict`` ->
+    Mapping (TorchRL's): ``Box`` -> ``Bounded`` when every bound is finite and the bounds are not
+    the dtype's whole range (a 0..255 uint8 image is ``Unbounded``), else ``Unbounded`` (the
+    space's dtype is kept; a scalar Box has shape ``(1,)``); ``Discrete(n)`` -> ``OneHot(n)``
+    (int64, ``[*B, n]``), or ``Categorical(n)`` (``[*B]``) with ``categorical_action_encoding``;
+    ``MultiDiscrete`` -> ``MultiOneHot`` (int64) or ``MultiCategorical``, except when every
+    ``nvec`` entry is the same ``n``: ``OneHot(n)`` of shape ``[*B, k, n]`` or ``Categorical(n)``
+    of shape ``[*B, k]``; ``MultiBinary`` -> ``Binary`` (int8, as the space); ``Dict`` ->
     ``Composite`` with the same keys; ``Tuple`` -> ``Composite`` with keys ``"0"``, ``"1"``, ...
     Discrete values are shifted by the space's ``start`` so that indices begin at 0.
 

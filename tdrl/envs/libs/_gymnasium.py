@@ -39,7 +39,8 @@ def _autoreset_mode(env: Any) -> str:
 class GymWrapper(EnvBase):
     """Wraps a gymnasium env, or a gymnasium vector env, as a tdrl env.
 
-    Spaces become specs as in :func:`space_to_spec` (discrete spaces one-hot by default). A
+    Spaces become specs as in :func:`space_to_spec`, TorchRL's mapping (discrete spaces int64
+    one-hot by default, ``Categorical`` with ``categorical_action_encoding=True``). A
     ``Dict`` observation space puts its keys at the root; any other space is stored under
     ``"observation"``. The action is ``"action"`` (a Composite for Dict/Tuple action spaces).
     ``"reward"`` is ``[*B, 1]`` float32; ``terminated``/``truncated`` come from gymnasium and
@@ -65,7 +66,8 @@ class GymWrapper(EnvBase):
 
     An ``"action_mask"`` found in the reset info is always copied (as bool) and added to the
     observation spec. ``set_seed(s)`` seeds the next reset (sub-env ``i`` of a vector env gets
-    ``s + i``, gymnasium's convention) and the action space.
+    ``s + i``, gymnasium's convention) and the action space; it returns the next seed of the
+    chain as :meth:`EnvBase.set_seed` does.
 
     Examples:
         >>> import gymnasium as gym
@@ -74,7 +76,7 @@ class GymWrapper(EnvBase):
         >>> env.rollout(3)["next", "observation"].shape
         torch.Size([3, 4])
         >>> env.action_spec
-        OneHot(shape=torch.Size([2]), n=2, dtype=torch.bool, device=cpu)
+        OneHot(shape=torch.Size([2]), n=2, dtype=torch.int64, device=cpu)
     """
 
     def __init__(
