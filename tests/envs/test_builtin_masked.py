@@ -98,3 +98,30 @@ def test_seeding_is_reproducible():
 
     assert torch.equal(run(0), run(0))
     assert not torch.equal(run(0), run(1))
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_rollout_without_policy_draws_only_legal_actions(categorical):
+    env = MaskedActionEnv(batch_size=(32,), max_steps=12, categorical_action_encoding=categorical)
+    env.set_seed(3)
+    data = env.rollout(12)
+    assert data.batch_size == (32, 12)
+    index = data["action"] if categorical else data["action"].long().argmax(-1)
+    assert data["action_mask"].gather(-1, index.unsqueeze(-1)).all()
+    assert not data["next", "terminated"].any()
+    td = env.reset()
+    for _ in range(5):
+        td = env.rand_action(td)
+        index = td["action"] if categorical else td["action"].long().argmax(-1)
+        assert td["action_mask"].gather(-1, index.unsqueeze(-1)).all()
+        td = env.step_mdp(env.step(td))
+
+
+def test_serial_env_of_masked_envs_draws_legal_actions():
+    from tdrl.envs.batched import SerialEnv
+
+    env = SerialEnv(2, MaskedActionEnv, {"batch_size": (8,), "max_steps": 6})
+    env.set_seed(0)
+    data = env.rollout(6)
+    assert data["action_mask"].gather(-1, data["action"].long().argmax(-1, keepdim=True)).all()
+    assert not data["next", "terminated"].any()

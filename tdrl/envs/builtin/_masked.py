@@ -32,9 +32,9 @@ class MaskedActionEnv(EnvBase):
     Episodes are truncated after ``max_steps`` steps. A policy that reads the cue scores
     ``max_steps``; one that respects the mask never terminates.
 
-    The env does not restrict its own action spec: a transform (or the caller) copies
-    ``"action_mask"`` into the spec, e.g. ``env.action_spec.update_mask(td["action_mask"])``,
-    so that ``rand_action`` only draws legal actions.
+    The env keeps the mask of its action spec up to date (after every reset and step), so
+    ``rand_action``, ``rollout()`` without a policy and any sampler of ``env.action_spec`` only
+    draw legal actions.
 
     Entries (``n = n_actions``):
 
@@ -54,11 +54,9 @@ class MaskedActionEnv(EnvBase):
 
     Examples:
         >>> env = MaskedActionEnv(batch_size=(3,), n_actions=4)
-        >>> td = env.reset()
-        >>> env.action_spec.update_mask(td["action_mask"])
-        >>> td = env.step(env.rand_action(td))
-        >>> bool((td["next", "reward"] >= 0).all())
-        True
+        >>> data = env.rollout(8)
+        >>> bool((data["next", "reward"] >= 0).all()), data.batch_size
+        (True, torch.Size([3, 8]))
     """
 
     def __init__(
@@ -104,6 +102,8 @@ class MaskedActionEnv(EnvBase):
         return cue, legal
 
     def _observation(self) -> dict[str, torch.Tensor]:
+        # the spec holds a view of the current mask (self._legal is replaced, never mutated)
+        self.full_action_spec["action"].update_mask(self._legal)  # type: ignore[attr-defined]
         return {
             "observation": F.one_hot(self._cue, self.n_actions).to(torch.float32),
             "action_mask": self._legal.clone(),
