@@ -18,10 +18,11 @@ class MultiAsyncCollector(MultiCollectorBase):
     Every batch comes from one worker: batch size ``[*env.batch_size, T]`` with
     ``T = frames_per_batch / env.batch_size.numel()``, tagged with the worker at
     ``("collector", "worker_id")`` (also in :attr:`last_worker`). The other workers keep
-    collecting while a batch is used; the worker whose batch was yielded starts its next one
-    when the next batch is requested. A yielded batch is a copy the caller owns; with
-    ``return_same_td=True`` it is the worker's shared-memory row itself (the same TensorDict
-    for each worker, overwritten when that worker collects again). Batches already being collected when ``update_policy_weights_()``
+    collecting while a batch is used. A yielded batch is a copy the caller owns, and the
+    worker that collected it starts its next batch at once; with ``return_same_td=True`` (or
+    ``split_trajs``) the batch is the worker's shared-memory row itself (the same TensorDict for
+    each worker), and that worker starts its next batch only when the next one is requested.
+    Batches already being collected when ``update_policy_weights_()``
     runs finish with the old weights; every batch started afterwards uses the new ones.
     Commands other than collection (``set_seed``, ``state_dict``, ...) first wait for the
     batches in flight and drop them.
@@ -69,7 +70,14 @@ class MultiAsyncCollector(MultiCollectorBase):
                 pool.raise_remote(w, value, "collect")
         self.last_worker = w
         self.frames += self.frames_per_batch
-        return self._output(self._row_views[w], self._same_rows[w])
+        batch = self._output(self._row_views[w], self._same_rows[w])
+        more = self.total_frames < 0 or self.frames < self.total_frames
+        if more and not (self.return_same_td or self.split_trajs):
+            # the caller owns a copy: the worker may overwrite its row with the next batch now
+            with self._guard():
+                pool.send(w, "collect", (self.weight_sync.message(w),))
+                self._busy.add(w)
+        return batch
 
     def _drain(self) -> None:
         if self._busy:

@@ -111,16 +111,16 @@ def test_batches_started_after_an_update_use_the_new_weights(cls, scheme_cls):
             if cls is MultiSyncCollector:
                 assert seen == [version]
             else:
-                # the worker restarted when the next batch was asked for, after the update;
-                # shared memory is read when the worker starts, which may be after later updates
+                # the worker restarted as soon as its batch was yielded (the caller owns a
+                # copy), before this iteration's update; shared memory is read when the worker
+                # starts, which may be after later updates
                 expected = started_at.get(collector.last_worker, 0)
                 exact = scheme_cls is MultiProcessWeightSyncScheme
                 assert seen == [expected] if exact else seen[0] >= expected
+                started_at[collector.last_worker] = version
             version = i + 1
             _set_version(policy, version)
             collector.update_policy_weights_()
-            if cls is MultiAsyncCollector:
-                started_at[collector.last_worker] = version
 
 
 def test_single_process_collector_copies_weights_in_place():
