@@ -10,8 +10,8 @@ replay-buffer sample) and inside :class:`Compose`.
 - Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
   :class:`RewardClipping`, :class:`ClipObservation`.
 - Types and devices: :class:`DTypeCast`, :class:`DoubleToFloat`, :class:`DeviceCast`.
-- Keys and shapes: :class:`CatTensors`, :class:`RenameKeys`, :class:`ExcludeKeys`,
-  :class:`SelectKeys`, :class:`UnsqueezeTransform`, :class:`FlattenObservation`.
+- Keys and shapes: :class:`CatTensors`, :class:`RenameTransform`,
+  :class:`ExcludeTransform`, :class:`SelectTransform`, :class:`UnsqueezeTransform`, :class:`FlattenObservation`.
 - Frames and images: :class:`CatFrames`, :class:`ToTensorImage`, :class:`Resize`,
   :class:`GrayScale`.
 - Env control: :class:`FrameSkip`, :class:`NoopReset`.
@@ -33,7 +33,12 @@ from tdrl.envs.transforms._control import FrameSkip, NoopReset
 from tdrl.envs.transforms._env import TransformedEnv
 from tdrl.envs.transforms._episode import InitTracker, RewardSum
 from tdrl.envs.transforms._images import GrayScale, Resize, ToTensorImage
-from tdrl.envs.transforms._key_ops import CatTensors, ExcludeKeys, RenameKeys, SelectKeys
+from tdrl.envs.transforms._key_ops import (
+    CatTensors,
+    ExcludeTransform,
+    RenameTransform,
+    SelectTransform,
+)
 from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._primer import TensorDictPrimer
 from tdrl.envs.transforms._shapes import FlattenObservation, UnsqueezeTransform
@@ -50,19 +55,19 @@ __all__ = [
     "DTypeCast",
     "DeviceCast",
     "DoubleToFloat",
-    "ExcludeKeys",
+    "ExcludeTransform",
     "FlattenObservation",
     "FrameSkip",
     "GrayScale",
     "InitTracker",
     "NoopReset",
     "ObservationNorm",
-    "RenameKeys",
+    "RenameTransform",
     "Resize",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
-    "SelectKeys",
+    "SelectTransform",
     "StepCounter",
     "TensorDictPrimer",
     "ToTensorImage",

@@ -33,7 +33,8 @@ class Transform(nn.Module):
 
     - ``_apply_transform(value)``: the per-tensor map used for every ``in_key -> out_key`` pair.
     - ``_call(td)``: applies the map to one TensorDict: ``"next"`` after a step, the reset output,
-      and the root and ``"next"`` in :meth:`forward`. Missing keys raise a ``KeyError``.
+      and, in :meth:`forward`, the tensordict given (keys as given). Missing keys raise a
+      ``KeyError``.
     - ``_step(td, next_td)``: the step side inside an env; ``td`` is the root the user stepped
       (read-only), ``next_td`` what the env below returned. Default: ``_call(next_td)``.
       Override it when the result depends on the root (counters, sums, carried states).
@@ -209,13 +210,14 @@ class Transform(nn.Module):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Applies the transform outside any env (a replay-buffer sample, data from disk).
 
-        The map runs on the root and on ``"next"`` wherever the ``in_keys`` are found (in
-        place). Key-by-key transforms (``_apply_transform``) map each key where it is found;
-        transforms that override ``_call`` need all their keys together in a location.
+        The keys are taken as given and looked up in ``tensordict`` itself (in place), as in
+        TorchRL: ``"observation"`` is the root entry, ``("next", "observation")`` the one under
+        ``"next"``; name both to map both. Every input is read before any output is written,
+        so no entry is mapped twice. Transforms that override ``_call`` get
+        ``_call(tensordict)`` once all their keys are present.
 
         Raises:
-            KeyError: a key is found nowhere (or, for ``_call`` transforms, only some of the
-                keys are found in a location).
+            KeyError: an ``in_key`` is missing (the message lists the available keys).
 
         Examples:
             >>> import torch
@@ -223,9 +225,11 @@ class Transform(nn.Module):
             >>> class Triple(Transform):
             ...     def _apply_transform(self, value):
             ...         return value * 3
-            >>> td = TensorDict({"next": {"reward": torch.ones(2, 1)}}, batch_size=[2])
-            >>> Triple(in_keys="reward")(td)["next", "reward"].flatten().tolist()
-            [3.0, 3.0]
+            >>> td = TensorDict({"reward": torch.ones(2, 1), "next": {"reward": torch.ones(2, 1)}},
+            ...     batch_size=[2])
+            >>> out = Triple(in_keys=[("next", "reward")])(td)
+            >>> out["next", "reward"].flatten().tolist(), out["reward"].flatten().tolist()
+            ([3.0, 3.0], [1.0, 1.0])
         """
         return apply_outside(self, tensordict)
 

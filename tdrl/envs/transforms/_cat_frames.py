@@ -24,7 +24,9 @@ class CatFrames(Transform):
 
     Outside an env, :meth:`forward` stacks the frames of a trajectory (the last batch dim is
     time; episodes start where the previous step's ``("next", "done")`` of the entry's group,
-    or of a group above it, is true), giving what the env would have produced.
+    or of a group above it, is true). Keys are taken as given, as in TorchRL: name
+    ``("next", k)`` too to stack the next frames (with ``k`` also named, they are exactly what
+    the env would have produced).
 
     Args:
         N: number of frames.
@@ -131,8 +133,9 @@ class CatFrames(Transform):
             >>> td = TensorDict(obs=torch.arange(4.0).reshape(4, 1),
             ...     next=TensorDict(obs=torch.arange(1.0, 5.0).reshape(4, 1),
             ...         done=torch.tensor([[False], [True], [False], [False]])), batch_size=[4])
-            >>> CatFrames(2, -1, "obs")(td)["obs"].tolist()
-            [[0.0, 0.0], [0.0, 1.0], [2.0, 2.0], [2.0, 3.0]]
+            >>> out = CatFrames(2, -1, ["obs", ("next", "obs")])(td)
+            >>> out["obs"].tolist(), out["next", "obs"].tolist()
+            ([[0.0, 0.0], [0.0, 1.0], [2.0, 2.0], [2.0, 3.0]], [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0], [3.0, 4.0]])
         """
         if tensordict.ndim == 0:
             raise ValueError(
@@ -140,19 +143,25 @@ class CatFrames(Transform):
                 "last batch dim to be time). Pass a trajectory, e.g. a rollout."
             )
         t_dim = tensordict.ndim - 1
-        nxt = tensordict.get("next", None)
-        for in_key, out_key in zip(self.in_keys, self.out_keys):
-            frames = tensordict.get(in_key, None)
-            if frames is None:
+        frames = {}
+        for in_key in self.in_keys:  # every input is read before any stack is written
+            value = tensordict.get(in_key, None)
+            if value is None:
                 raise self._missing_key(in_key, tensordict, "forward")
-            starts = self._episode_starts(tensordict, in_key, frames.ndim, t_dim)
-            stack = self._unfold(frames, starts, t_dim)
-            later = nxt.get(in_key, None) if isinstance(nxt, TensorDictBase) else None
-            tensordict.set(out_key, stack)
-            if later is not None:
-                size = later.shape[self.dim]
-                shifted = stack.narrow(self.dim, size, size * (self.N - 1))
-                nxt.set(out_key, torch.cat([shifted, later], self.dim))  # type: ignore[union-attr]
+            frames[in_key] = value
+        stacks: dict[NestedKey, torch.Tensor] = {}
+        for in_key in sorted(self.in_keys, key=lambda k: _under_next(k) is not None):
+            inner = _under_next(in_key)
+            if inner is not None and inner in stacks:  # shift the root stack by one frame
+                size = frames[in_key].shape[self.dim]
+                shifted = stacks[inner].narrow(self.dim, size, size * (self.N - 1))
+                stacks[in_key] = torch.cat([shifted, frames[in_key]], self.dim)
+                continue
+            prefix_key = in_key if inner is None else inner
+            starts = self._episode_starts(tensordict, prefix_key, frames[in_key].ndim, t_dim)
+            stacks[in_key] = self._unfold(frames[in_key], starts, t_dim)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            tensordict.set(out_key, stacks[in_key])
         return tensordict
 
     def _episode_starts(
@@ -192,3 +201,10 @@ class CatFrames(Transform):
 
     def extra_repr(self) -> str:
         return f"N={self.N}, dim={self.dim}, padding={self.padding!r}, {super().extra_repr()}"
+
+
+def _under_next(key: NestedKey) -> NestedKey | None:
+    """``k`` for ``("next", *k)``, else ``None``."""
+    if isinstance(key, tuple) and len(key) > 1 and key[0] == "next":
+        return key[1] if len(key) == 2 else key[1:]
+    return None

@@ -45,34 +45,27 @@ def check_keys_in_specs(transform: Any, parent: Any) -> None:
 
 
 def apply_outside(transform: Any, tensordict: TensorDictBase) -> TensorDictBase:
-    """``Transform.forward``: the map on the root and on ``"next"``, wherever the keys are."""
-    nxt = tensordict.get("next", None)
-    places = [nxt, tensordict] if isinstance(nxt, TensorDictBase) else [tensordict]
+    """``Transform.forward``: the map on the keys as given, looked up in ``tensordict`` itself.
+
+    As in TorchRL, ``"observation"`` names the root entry only; the entry under ``"next"`` is
+    mapped when named (``("next", "observation")``). Every input is read before any output is
+    written, so an entry is never mapped twice (``in_keys=["a", "b"], out_keys=["b", "c"]``
+    maps the original ``"b"``).
+    """
     keys = transform.in_keys
     if transform._maps_tensors():
-        found = set()
-        for place in places:
-            for in_key, out_key in zip(keys, transform.out_keys):
-                value = place.get(in_key, None)
-                if value is not None:
-                    place.set(out_key, transform._apply_transform(value))
-                    found.add(in_key)
-        missing = [k for k in keys if k not in found]
-        if missing:
-            raise transform._missing_key(missing[0], tensordict, "forward")
+        values = []
+        for key in keys:
+            value = tensordict.get(key, None)
+            if value is None:
+                raise transform._missing_key(key, tensordict, "forward")
+            values.append(value)
+        for out_key, value in zip(transform.out_keys, values):
+            tensordict.set(out_key, transform._apply_transform(value))
         return tensordict
-    found_any = False
-    if isinstance(nxt, TensorDictBase) and transform._holds(nxt, keys, "forward"):
-        nxt = transform._call(nxt)
-        found_any = True
-    if transform._holds(tensordict, keys, "forward"):
-        tensordict = transform._call(tensordict)
-        found_any = True
-    if isinstance(nxt, TensorDictBase):
-        tensordict.set("next", nxt)
-    if not found_any and keys:
+    if keys and not transform._holds(tensordict, keys, "forward"):
         raise transform._missing_key(keys[0], tensordict, "forward")
-    return tensordict
+    return transform._call(tensordict)  # type: ignore[no-any-return]
 
 
 Specs = dict[str, Composite]

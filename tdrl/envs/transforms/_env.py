@@ -345,7 +345,7 @@ class TransformedEnv(EnvBase):
         check_transform_output(name, data, before, stages[i], stages[i + 1], kinds, t.out_keys)
 
     # ------------------------------------------------------------------ misc API
-    def _set_seed(self, seed: int) -> int:
+    def _set_seed(self, seed: int | None) -> int | None:
         return self.base_env.set_seed(seed)
 
     def _close(self) -> None:

@@ -51,7 +51,7 @@ class EnvUpTo(EnvBase):
     ) -> TensorDictBase:
         return old.update(new)
 
-    def _set_seed(self, seed: int) -> int:
+    def _set_seed(self, seed: int | None) -> int | None:
         return self._owner.base_env.set_seed(seed)
 
     def __repr__(self) -> str:

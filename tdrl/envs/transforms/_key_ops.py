@@ -1,4 +1,4 @@
-"""Key bookkeeping: CatTensors, RenameKeys, ExcludeKeys and SelectKeys."""
+"""Key bookkeeping: CatTensors, RenameTransform, ExcludeTransform and SelectTransform."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg, key_list, show_keys
 from tdrl.specs import Bounded, Composite, Unbounded
 
-__all__ = ["CatTensors", "ExcludeKeys", "RenameKeys", "SelectKeys"]
+__all__ = ["CatTensors", "ExcludeTransform", "RenameTransform", "SelectTransform"]
 
 
 def _protected(parent: EnvBase) -> set[NestedKey]:
@@ -100,7 +100,7 @@ class CatTensors(Transform):
         return f"in_keys={self.in_keys}, out_key={self.out_keys[0]!r}, dim={self.dim}"
 
 
-class RenameKeys(Transform):
+class RenameTransform(Transform):
     """Renames entries (observations, rewards) and, backwards, inputs (actions).
 
     ``in_keys[i]`` becomes ``out_keys[i]`` in the data and the specs (``create_copy`` keeps
@@ -117,7 +117,7 @@ class RenameKeys(Transform):
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import CountingEnv
-        >>> env = TransformedEnv(CountingEnv(), RenameKeys(["reward"], ["r"],
+        >>> env = TransformedEnv(CountingEnv(), RenameTransform(["reward"], ["r"],
         ...     in_keys_inv=["action"], out_keys_inv=["act"]))
         >>> env.reward_keys, env.action_keys
         (['r'], ['act'])
@@ -129,17 +129,23 @@ class RenameKeys(Transform):
         out_keys: KeysArg,
         in_keys_inv: KeysArg = None,
         out_keys_inv: KeysArg = None,
-        *,
         create_copy: bool = False,
     ) -> None:
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+        overlap = [k for k in self.out_keys if k in self.in_keys]
+        if overlap:
+            raise ValueError(
+                f"RenameTransform.__init__: a key is both renamed and a new name (got {overlap} "
+                f"in in_keys={self.in_keys} and out_keys={self.out_keys}; expected disjoint "
+                "keys). Use two RenameTransforms."
+            )
         self.create_copy = create_copy
 
     def _bind(self, parent: EnvBase) -> None:
         for key in self.in_keys:
             if key in parent.done_keys:
                 raise ValueError(
-                    f"RenameKeys: {key!r} is a done leaf (got in_keys={self.in_keys}; expected "
+                    f"RenameTransform: {key!r} is a done leaf (got in_keys={self.in_keys}; expected "
                     "observations or rewards). Done leaves define the done groups; keep them."
                 )
 
@@ -172,16 +178,8 @@ class RenameKeys(Transform):
         return tensordict_out
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        nxt = tensordict.get("next", None)
-        found: set[NestedKey] = set()
-        for place in (tensordict, nxt) if isinstance(nxt, TensorDictBase) else (tensordict,):
-            pairs = self._present(place)
-            self._rename(place, pairs, "forward")
-            found.update(a for a, _ in pairs)
-        for key in self.in_keys:
-            if key not in found:
-                raise self._missing_key(key, tensordict, "forward")
-        return tensordict
+        """Renames the ``in_keys`` as given (``("next", k)`` names an entry of ``"next"``)."""
+        return self._rename(tensordict, list(zip(self.in_keys, self.out_keys)), "forward")
 
     def _transform_spec_renames(self, spec: Composite) -> Composite:
         for src, dst in zip(self.in_keys, self.out_keys):
@@ -199,26 +197,36 @@ class RenameKeys(Transform):
         return self._transform_spec_renames(reward_spec)
 
 
-class ExcludeKeys(Transform):
+class ExcludeTransform(Transform):
     """Removes observation entries from the data and the specs.
 
     Done leaves, rewards, actions and state entries cannot be removed (the env and the
-    transforms need them).
+    transforms need them). Outside an env (:meth:`forward`) the keys are dropped as given
+    from the tensordict (``("next", k)`` names an entry of ``"next"``); absent keys are
+    ignored.
 
     Args:
-        *keys: the entries to remove.
+        *excluded_keys: the entries to remove.
+        inverse: TorchRL's exclusion from the env's input instead; only ``False`` is
+            supported.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
-        >>> env = TransformedEnv(TransformTestEnv(), ExcludeKeys("pixels", "obs64"))
+        >>> env = TransformedEnv(TransformTestEnv(), ExcludeTransform("pixels", "obs64"))
         >>> sorted(env.reset().keys())
         ['action_mask', 'done', 'observation', 'terminated', 'truncated']
     """
 
-    def __init__(self, *keys: NestedKey) -> None:
-        super().__init__(in_keys=list(keys))
+    def __init__(self, *excluded_keys: NestedKey, inverse: bool = False) -> None:
+        super().__init__(in_keys=list(excluded_keys))
         self.out_keys = []
+        _refuse(type(self).__name__, "inverse", inverse, False)
+
+    @property
+    def excluded_keys(self) -> list[NestedKey]:
+        """The entries removed."""
+        return list(self.in_keys)
 
     def _drop(self) -> list[NestedKey]:
         return list(self.in_keys)
@@ -242,11 +250,8 @@ class ExcludeKeys(Transform):
         return self._call(tensordict_out)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        nxt = tensordict.get("next", None)
-        out = self._call(tensordict)
-        if isinstance(nxt, TensorDictBase):
-            out.set("next", self._call(nxt))
-        return out
+        """Drops the keys as given (``("next", k)`` names an entry of ``"next"``)."""
+        return tensordict.exclude(*self.in_keys)
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         return observation_spec.exclude(*self._drop())
@@ -255,33 +260,61 @@ class ExcludeKeys(Transform):
         return f"keys={self.in_keys}"
 
 
-class SelectKeys(ExcludeKeys):
+class SelectTransform(ExcludeTransform):
     """Keeps only the given observation entries (plus done, reward, action and state entries).
 
+    Outside an env (:meth:`forward`) the tensordict keeps the given keys and its
+    ``"reward"``/``"done"`` entries (the env's reward, done and state keys once attached).
+
     Args:
-        *keys: the observations to keep.
+        *selected_keys: the observations to keep.
+        keep_rewards: TorchRL's option to drop the rewards too; only ``True`` is supported.
+        keep_dones: TorchRL's option to drop the done leaves too; only ``True`` is supported.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
-        >>> env = TransformedEnv(TransformTestEnv(), SelectKeys("observation"))
+        >>> env = TransformedEnv(TransformTestEnv(), SelectTransform("observation"))
         >>> env.observation_keys
         ['observation']
     """
 
-    def __init__(self, *keys: NestedKey) -> None:
-        super().__init__(*keys)
+    def __init__(
+        self, *selected_keys: NestedKey, keep_rewards: bool = True, keep_dones: bool = True
+    ) -> None:
+        super().__init__(*selected_keys)
+        _refuse("SelectTransform", "keep_rewards", keep_rewards, True)
+        _refuse("SelectTransform", "keep_dones", keep_dones, True)
         self._dropped: list[NestedKey] | None = None
+        self._kept: list[NestedKey] = ["reward", "done"]
+
+    @property
+    def selected_keys(self) -> list[NestedKey]:
+        """The observations kept."""
+        return list(self.in_keys)
 
     def _bind(self, parent: EnvBase) -> None:
-        keep = set(key_list(list(self.in_keys))) | _protected(parent)
+        protected = _protected(parent)
+        keep = set(key_list(list(self.in_keys))) | protected
         self._dropped = [k for k in parent.observation_keys if k not in keep]
+        self._kept = [k for k in protected if k not in parent.action_keys]
 
     def _drop(self) -> list[NestedKey]:
         if self._dropped is None:
             raise RuntimeError(
-                "SelectKeys._drop: the observation keys are unknown (got a transform never "
-                "attached to an env; expected one that was). Attach it to an env first, or use "
-                "ExcludeKeys outside envs."
+                "SelectTransform._drop: the observation keys are unknown (got a transform "
+                "never attached to an env; expected one that was). Attach it to an env first."
             )
         return self._dropped
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Keeps the selected keys and the reward/done (and state) entries, as given."""
+        return tensordict.select(*self.in_keys, *self._kept, strict=False)
+
+
+def _refuse(name: str, arg: str, value: bool, supported: bool) -> None:
+    if value != supported:
+        raise ValueError(
+            f"{name}.__init__: {arg}={value} is not supported by tdrl (got {value}; expected "
+            f"{supported}). Done leaves and rewards define the env; drop other entries only."
+        )

@@ -175,7 +175,7 @@ class TensorDictPrimer(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Fills the primers missing from the root and ``"next"`` with their default value.
+        """Fills the primers missing from ``tensordict`` (its root) with their default value.
 
         Examples:
             >>> import torch
@@ -185,18 +185,13 @@ class TensorDictPrimer(Transform):
             >>> t(TensorDict(batch_size=[5]))["h"].shape
             torch.Size([5, 3])
         """
-        places = [tensordict]
-        nxt = tensordict.get("next", None)
-        if isinstance(nxt, TensorDictBase):
-            places.append(nxt)
-        for place in places:
-            batch = tuple(place.batch_size)
-            for key, spec in self.primers.items():
-                if place.get(key, None) is not None:
-                    continue
-                if tuple(spec.shape[: len(batch)]) != batch or self.expand_specs:
-                    spec = spec.expand(*batch, *spec.shape)
-                place.set(key, self._default(key, spec))
+        batch = tuple(tensordict.batch_size)
+        for key, spec in self.primers.items():
+            if tensordict.get(key, None) is not None:
+                continue
+            if tuple(spec.shape[: len(batch)]) != batch or self.expand_specs:
+                spec = spec.expand(*batch, *spec.shape)
+            tensordict.set(key, self._default(key, spec))
         return tensordict
 
     def extra_repr(self) -> str:

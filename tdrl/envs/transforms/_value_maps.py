@@ -13,11 +13,12 @@ __all__ = ["ClipObservation", "RewardClipping", "RewardScaling"]
 
 
 class _RewardKeys(Transform):
-    """Defaults ``in_keys`` to every reward key of the env below."""
+    """Defaults ``in_keys`` to every reward key of the env below (``"reward"`` outside envs)."""
 
     def __init__(self, in_keys: KeysArg, out_keys: KeysArg) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
         self._auto = in_keys is None
+        # "reward" is TorchRL's default outside an env; an env binds its own reward keys
+        super().__init__(in_keys="reward" if in_keys is None else in_keys, out_keys=out_keys)
 
     def _bind(self, parent: EnvBase) -> None:
         if self._auto:
@@ -124,7 +125,7 @@ class RewardClipping(_Clip):
         in_keys: KeysArg = None,
         out_keys: KeysArg = None,
     ) -> None:
-        super().__init__(clamp_min, clamp_max, in_keys, out_keys)
+        super().__init__(clamp_min, clamp_max, "reward" if in_keys is None else in_keys, out_keys)
         self._auto = in_keys is None
 
     def _bind(self, parent: EnvBase) -> None:

@@ -167,19 +167,15 @@ class VecNorm(Transform):
         return tensordict_out
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Normalises with the current statistics, without updating them."""
-        nxt = tensordict.get("next", None)
-        places = [tensordict, nxt] if isinstance(nxt, TensorDictBase) else [tensordict]
-        found = set()
-        for place in places:
-            for i, (in_key, out_key) in enumerate(zip(self.in_keys, self.out_keys)):
-                value = place.get(in_key, None)
-                if value is not None:
-                    place.set(out_key, self._normalize(i, value))
-                    found.add(in_key)
+        """Normalises the keys as given with the current statistics, without updating them."""
+        values = []
         for key in self.in_keys:
-            if key not in found:
+            value = tensordict.get(key, None)
+            if value is None:
                 raise self._missing_key(key, tensordict, "forward")
+            values.append(value)
+        for i, (out_key, value) in enumerate(zip(self.out_keys, values)):
+            tensordict.set(out_key, self._normalize(i, value))
         return tensordict
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:

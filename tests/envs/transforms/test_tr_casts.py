@@ -56,9 +56,11 @@ def test_double_to_float_finds_every_float64_entry():
 def test_explicit_keys_and_forward_outside_an_env():
     t = DTypeCast(torch.float32, torch.float16, in_keys="a")
     td = t(TensorDict(a=torch.ones(2), b=torch.ones(2), next=TensorDict(a=torch.ones(2))))
-    assert (
-        td["a"].dtype == td["next", "a"].dtype == torch.float16 and td["b"].dtype == torch.float32
-    )
+    assert td["a"].dtype == torch.float16 and td["b"].dtype == torch.float32
+    assert td["next", "a"].dtype == torch.float32  # keys as given: "a" is the root entry only
+    t = DTypeCast(torch.float32, torch.float16, in_keys=["a", ("next", "a")])
+    td = t(TensorDict(a=torch.ones(2), next=TensorDict(a=torch.ones(2))))
+    assert td["a"].dtype == td["next", "a"].dtype == torch.float16
     auto = DoubleToFloat()
     td = auto(
         TensorDict(

@@ -10,13 +10,37 @@ from tdrl.envs import CatFrames, TransformedEnv
 from tdrl.testing import NestedCountingEnv, TransformContract, TransformTestEnv
 
 
-class TestCatFramesContract(TransformContract):
+def _next(key):
+    return ("next", *((key,) if isinstance(key, str) else key))
+
+
+class _ExplicitNextForward(TransformContract):
+    """forward takes keys as given: the same CatFrames with ``("next", k)`` named too."""
+
+    forward_mode = "custom"
+
+    def check_forward(self, transform, base_rollout, env_rollout):
+        keys, outs = transform.in_keys, transform.out_keys
+        explicit = CatFrames(
+            transform.N,
+            transform.dim,
+            [*keys, *map(_next, keys)],
+            [*outs, *map(_next, outs)],
+            padding=transform.padding,
+            padding_value=transform.padding_value,
+        )
+        got = explicit(base_rollout.clone())
+        for key in [*outs, *map(_next, outs)]:
+            torch.testing.assert_close(got[key], env_rollout[key], msg=f"key {key}")
+
+
+class TestCatFramesContract(_ExplicitNextForward):
     def make_transform(self, layout):
         key = ("agents", "observation") if layout == "nested" else "observation"
         return CatFrames(3, -1, key)
 
 
-class TestCatFramesPixelsConstantContract(TransformContract):
+class TestCatFramesPixelsConstantContract(_ExplicitNextForward):
     layouts = ("flat",)
     batch_sizes = ((2,),)
 
@@ -61,9 +85,15 @@ def test_forward_on_a_trajectory_equals_the_env():
     )
     td = env.rollout(9, break_when_any_done=False)
     sample = td.exclude("stack", ("next", "stack"))
-    out = env.transform[0](sample)
+    out = env.transform[0](sample.clone())  # keys as given: the root stack only
     torch.testing.assert_close(out["stack"], td["stack"])
-    torch.testing.assert_close(out["next", "stack"], td["next", "stack"])
+    assert ("next", "stack") not in out.keys(True)
+    both = CatFrames(4, -1, [("next", "observation"), "observation"], [("next", "s"), "s"])
+    out = both(sample.clone())  # each input is read before any stack is written
+    torch.testing.assert_close(out["s"], td["stack"])
+    torch.testing.assert_close(out["next", "s"], td["next", "stack"])
+    in_place = CatFrames(4, -1, ["observation", ("next", "observation")])(sample.clone())
+    torch.testing.assert_close(in_place["next", "observation"], td["next", "stack"])
 
 
 def test_only_the_reset_agent_restarts_its_stack():

@@ -1,4 +1,4 @@
-"""CatTensors, RenameKeys, ExcludeKeys and SelectKeys."""
+"""CatTensors, RenameTransform, ExcludeTransform and SelectTransform."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from tdrl.envs import (
     CatTensors,
     Compose,
     DoubleToFloat,
-    ExcludeKeys,
-    RenameKeys,
+    ExcludeTransform,
+    RenameTransform,
     RewardSum,
-    SelectKeys,
+    SelectTransform,
     TransformedEnv,
     check_env_specs,
 )
@@ -28,23 +28,47 @@ class TestCatTensorsContract(TransformContract):
         return Compose(DoubleToFloat(), CatTensors(["observation", "obs64"], "features"))
 
 
-class TestRenameKeysContract(TransformContract):
+class TestRenameTransformContract(TransformContract):
+    forward_mode = "custom"
+
+    def check_forward(self, transform, base_rollout, env_rollout):
+        # keys as given: the root has no reward, so name the "next" entries explicitly
+        nxt = [("next", *((k,) if isinstance(k, str) else k)) for k in transform.in_keys]
+        new = [("next", *((k,) if isinstance(k, str) else k)) for k in transform.out_keys]
+        root = [(a, b) for a, b in zip(transform.in_keys, transform.out_keys) if a != "reward"]
+        explicit = RenameTransform([a for a, _ in root] + nxt, [b for _, b in root] + new)
+        got = explicit(base_rollout.clone())
+        for key in [b for _, b in root] + new:
+            torch.testing.assert_close(got[key], env_rollout[key], msg=f"key {key}")
+        assert not set(transform.in_keys) & set(got.keys(True, True))
+
     def make_transform(self, layout):
         if layout == "nested":
-            return RenameKeys([("agents", "observation")], [("agents", "obs")])
-        return RenameKeys(["observation", "reward"], ["obs", "r"])
+            return RenameTransform([("agents", "observation")], [("agents", "obs")])
+        return RenameTransform(["observation", "reward"], ["obs", "r"])
 
 
-class TestExcludeKeysContract(TransformContract):
+class TestExcludeTransformContract(TransformContract):
     def make_transform(self, layout):
-        return ExcludeKeys(("agents", "action_mask") if layout == "nested" else "pixels")
+        return ExcludeTransform(("agents", "action_mask") if layout == "nested" else "pixels")
 
 
-class TestSelectKeysContract(TransformContract):
+class TestSelectTransformContract(TransformContract):
+    forward_mode = "custom"
+
+    def check_forward(self, transform, base_rollout, env_rollout):
+        # TorchRL: the root keeps the selected keys and the reward, done and state entries
+        got = transform(base_rollout.clone())
+        env = transform.parent
+        kept = {*transform.selected_keys, *env.reward_keys, *env.done_keys, *env.state_keys}
+        assert set(got.keys(True, True)) == kept & set(base_rollout.keys(True, True))
+        for key in got.keys(True, True):
+            torch.testing.assert_close(got[key], env_rollout[key], msg=f"key {key}")
+
     def make_transform(self, layout):
         if layout == "nested":
-            return SelectKeys("observation", ("agents", "action_mask"))
-        return SelectKeys("observation")
+            return SelectTransform("observation", ("agents", "action_mask"))
+        return SelectTransform("observation")
 
 
 def test_cat_tensors_values_and_bounds():
@@ -77,7 +101,7 @@ def test_cat_tensors_errors():
 def test_rename_forward_and_inverse():
     env = TransformedEnv(
         TransformTestEnv((2,)),
-        RenameKeys(["observation"], ["obs"], in_keys_inv=["action"], out_keys_inv=["act"]),
+        RenameTransform(["observation"], ["obs"], in_keys_inv=["action"], out_keys_inv=["act"]),
     )
     assert "obs" in env.observation_keys and "observation" not in env.observation_keys
     assert "act" in env.action_keys and "action" not in env.action_keys
@@ -89,7 +113,7 @@ def test_rename_forward_and_inverse():
 
 def test_rename_with_copy_keeps_the_original_and_works_with_stateful_envs():
     env = TransformedEnv(
-        CountingEnv(max_steps=3), RenameKeys(["observation"], ["o"], create_copy=True)
+        CountingEnv(max_steps=3), RenameTransform(["observation"], ["o"], create_copy=True)
     )
     td = env.rollout(3)
     assert (
@@ -100,22 +124,30 @@ def test_rename_with_copy_keeps_the_original_and_works_with_stateful_envs():
 
 
 def test_rename_reward_then_sum_the_new_key():
-    env = TransformedEnv(TransformTestEnv(), Compose(RenameKeys(["reward"], ["r"]), RewardSum()))
+    env = TransformedEnv(
+        TransformTestEnv(), Compose(RenameTransform(["reward"], ["r"]), RewardSum())
+    )
     assert env.reward_keys == ["r"] and "episode_r" in env.observation_keys
     check_env_specs(env)
 
 
 def test_rename_refuses_done_leaves_and_reports_missing_data():
-    with pytest.raises(ValueError, match=r"RenameKeys.*'done' is a done leaf"):
-        TransformedEnv(TransformTestEnv(), RenameKeys(["done"], ["finished"]))
-    t = RenameKeys(["a"], ["b"])
-    assert t(TensorDict(a=torch.ones(1), next=TensorDict(a=torch.ones(1))))["next", "b"].item() == 1
-    with pytest.raises(KeyError, match=r"RenameKeys.forward: key 'a'"):
+    with pytest.raises(ValueError, match=r"RenameTransform.*'done' is a done leaf"):
+        TransformedEnv(TransformTestEnv(), RenameTransform(["done"], ["finished"]))
+    t = RenameTransform(["a"], ["b"])
+    out = t(TensorDict(a=torch.ones(1), next=TensorDict(a=torch.ones(1))))
+    assert set(out.keys(True, True)) == {"b", ("next", "a")}  # keys as given: the root only
+    t = RenameTransform(["a", ("next", "a")], ["b", ("next", "b")], create_copy=True)
+    out = t(TensorDict(a=torch.ones(1), next=TensorDict(a=torch.ones(1))))
+    assert set(out.keys(True, True)) == {"a", "b", ("next", "a"), ("next", "b")}
+    with pytest.raises(ValueError, match=r"RenameTransform.__init__: a key is both renamed"):
+        RenameTransform(["a", "b"], ["b", "c"])
+    with pytest.raises(KeyError, match=r"RenameTransform.forward: key 'a'"):
         t(TensorDict(c=torch.ones(1)))
 
 
 def test_exclude_and_select_specs_and_data():
-    env = TransformedEnv(TransformTestEnv((2,)), ExcludeKeys("pixels", "obs64"))
+    env = TransformedEnv(TransformTestEnv((2,)), ExcludeTransform("pixels", "obs64"))
     assert set(env.observation_keys) == {"observation", "action_mask"}
     assert set(env.rollout(2)["next"].keys()) == {
         "observation",
@@ -125,22 +157,31 @@ def test_exclude_and_select_specs_and_data():
         "terminated",
         "truncated",
     }
-    env = TransformedEnv(TransformTestEnv((2,)), SelectKeys("pixels"))
+    env = TransformedEnv(TransformTestEnv((2,)), SelectTransform("pixels"))
     assert env.observation_keys == ["pixels"]
     check_env_specs(env)
     td = TensorDict(
         observation=torch.ones(1), pixels=torch.ones(1), next=TensorDict(observation=torch.ones(1))
     )
-    out = env.transform[0](td)
-    assert set(out.keys()) == {"pixels", "next"} and set(out["next"].keys()) == set()
+    out = env.transform[0](td)  # TorchRL: the selected keys and the reward/done/state entries
+    assert set(out.keys()) == {"pixels"}
+    td = TensorDict(a=torch.ones(1), b=torch.ones(1), reward=torch.ones(1), done=torch.ones(1))
+    assert set(SelectTransform("a")(td).keys()) == {"a", "reward", "done"}
+    td = TensorDict(a=torch.ones(1), b=torch.ones(1), next=TensorDict(a=torch.ones(1)))
+    out = ExcludeTransform("a", ("next", "a"), "absent")(td)
+    assert set(out.keys(True, True)) == {"b"} and ExcludeTransform("a").excluded_keys == ["a"]
 
 
 def test_exclude_select_refuse_protected_keys():
     with pytest.raises(
-        ValueError, match=r"ExcludeKeys: 'reward' is a done, reward, action or state"
+        ValueError, match=r"ExcludeTransform: 'reward' is a done, reward, action or state"
     ):
-        TransformedEnv(TransformTestEnv(), ExcludeKeys("reward"))
-    with pytest.raises(KeyError, match=r"ExcludeKeys.in_keys: key 'nope'"):
-        TransformedEnv(TransformTestEnv(), ExcludeKeys("nope"))
-    with pytest.raises(RuntimeError, match=r"SelectKeys._drop: the observation keys are unknown"):
-        SelectKeys("a")(TensorDict(a=torch.ones(1)))
+        TransformedEnv(TransformTestEnv(), ExcludeTransform("reward"))
+    with pytest.raises(KeyError, match=r"ExcludeTransform.in_keys: key 'nope'"):
+        TransformedEnv(TransformTestEnv(), ExcludeTransform("nope"))
+    with pytest.raises(ValueError, match=r"ExcludeTransform.__init__: inverse=True"):
+        ExcludeTransform("a", inverse=True)
+    with pytest.raises(ValueError, match=r"SelectTransform.__init__: keep_dones=False"):
+        SelectTransform("a", keep_dones=False)
+    with pytest.raises(ValueError, match=r"SelectTransform.__init__: keep_rewards=False"):
+        SelectTransform("a", keep_rewards=False)

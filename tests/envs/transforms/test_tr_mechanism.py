@@ -8,8 +8,13 @@ from tensordict import TensorDict
 
 from tdrl.envs import (
     CartPoleEnv,
+    CatTensors,
     Compose,
+    DoubleToFloat,
     InitTracker,
+    ObservationNorm,
+    RenameTransform,
+    RewardScaling,
     RewardSum,
     StepCounter,
     Transform,
@@ -176,18 +181,86 @@ def test_missing_key_in_the_specs_names_transform_key_and_available_keys():
         TransformedEnv(CountingEnv(), Negate(in_keys_inv="act"))
 
 
-def test_forward_applies_to_root_and_next_and_reports_missing_keys():
+def test_forward_takes_keys_as_given_and_reports_missing_keys():
     t = AddTen(in_keys="observation")
     td = TensorDict(observation=torch.zeros(2), next=TensorDict(observation=torch.ones(2)))
-    out = t(td)
-    assert out["observation"].eq(10).all() and out["next", "observation"].eq(11).all()
-    only_next = t(TensorDict(next=TensorDict(observation=torch.ones(2))))
-    assert only_next["next", "observation"].eq(11).all()
+    out = t(td)  # TorchRL: "observation" is the root entry only
+    assert out["observation"].eq(10).all() and out["next", "observation"].eq(1).all()
     with pytest.raises(KeyError, match=r"AddTen.forward: key 'observation'.*available keys"):
-        t(TensorDict(other=torch.zeros(2)))
+        t(TensorDict(next=TensorDict(observation=torch.ones(2))))
     both = AddTen(in_keys=["observation", "pixels"])
     with pytest.raises(KeyError, match=r"AddTen.forward: key 'pixels'"):
         both(TensorDict(observation=torch.zeros(2)))
+
+
+def test_forward_reads_every_input_before_writing():
+    t = AddTen(in_keys=["a", "b"], out_keys=["b", "c"])
+    out = t(TensorDict(a=torch.zeros(1), b=torch.ones(1)))
+    assert out["b"].item() == 10.0 and out["c"].item() == 11.0  # the original "b"
+
+
+def _sample():
+    return TensorDict(
+        observation=torch.full((3,), 1.0),
+        reward=torch.full((1,), 1.0),
+        next=TensorDict(observation=torch.full((3,), 2.0), reward=torch.full((1,), 2.0)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("transform", "key", "root", "nxt"),
+    [
+        (RewardScaling(0.0, 10.0, in_keys=[("next", "reward")]), "reward", 1.0, 20.0),
+        (RewardScaling(0.0, 10.0), "reward", 10.0, 2.0),
+        (
+            ObservationNorm(1.0, 2.0, in_keys=["observation", ("next", "observation")]),
+            "observation",
+            3.0,
+            5.0,
+        ),
+        (ObservationNorm(1.0, 2.0, in_keys=[("next", "observation")]), "observation", 1.0, 5.0),
+    ],
+)
+def test_explicit_next_keys_are_mapped_once(transform, key, root, nxt):
+    # TorchRL: obs * scale + loc and reward * scale + loc, each named entry exactly once
+    out = transform(_sample())
+    assert out[key].unique().tolist() == [root] and out["next", key].unique().tolist() == [nxt]
+
+
+def test_explicit_next_keys_for_key_transforms():
+    td = _sample().apply(lambda x: x.double())
+    out = DoubleToFloat(in_keys=[("next", "observation")])(td)
+    assert out["next", "observation"].dtype == torch.float32
+    assert out["observation"].dtype == torch.float64
+    cat = CatTensors([("next", "observation"), ("next", "reward")], ("next", "obs_r"))
+    out = cat(_sample())
+    assert out["next", "obs_r"].tolist() == [2.0, 2.0, 2.0, 2.0]
+    assert set(out.keys(True, True)) == {"observation", "reward", ("next", "obs_r")}
+    out = RenameTransform([("next", "reward")], [("next", "r")])(_sample())
+    assert set(out["next"].keys()) == {"observation", "r"} and "reward" in out.keys()
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        RewardScaling(0.0, 10.0, in_keys=[("next", "reward")]),
+        ObservationNorm(1.0, 2.0, in_keys=["observation", ("next", "observation")]),
+    ],
+)
+def test_explicit_next_keys_inside_an_env_are_refused(transform):
+    # TorchRL raises a KeyError on the first step; an env's transform names entries as the env
+    # produces them (its "next" entries are mapped by the step, the root ones by the reset).
+    with pytest.raises(KeyError, match=r"in_keys: key \('next', .*is not in the specs"):
+        TransformedEnv(CountingEnv(), transform)
+
+
+def test_plain_keys_inside_an_env_map_root_and_next_once():
+    env = TransformedEnv(CountingEnv(max_steps=9), ObservationNorm(1.0, 2.0, out_keys="n"))
+    td = env.rollout(3)
+    assert td["n"].flatten().tolist() == [1.0, 3.0, 5.0]  # 0, 1, 2 -> x * 2 + 1
+    assert td["next", "n"].flatten().tolist() == [3.0, 5.0, 7.0]
+    env = TransformedEnv(CountingEnv(max_steps=9), RewardScaling(0.0, 10.0))
+    assert env.rollout(2)["next", "reward"].flatten().tolist() == [10.0, 10.0]
 
 
 def test_spec_that_disagrees_with_the_data_is_reported_once_on_first_use():
@@ -241,7 +314,7 @@ def test_state_dict_round_trip_and_seed_and_close():
     other = TransformedEnv(CountingEnv(), WithBuffer())
     other.load_state_dict(env.state_dict())
     assert other.reset()["shifted"].item() == 3.0
-    assert env.set_seed(5) == 6 and env.base_env.seed == 5
+    assert env.set_seed(5) == CountingEnv().set_seed(5) and env.base_env.seed == 5
     env.close()
     assert env.base_env.is_closed
 
