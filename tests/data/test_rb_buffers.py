@@ -224,3 +224,31 @@ def test_update_priority_index_out_of_range():
     rb.extend(torch.arange(3))
     with pytest.raises(IndexError, match="out of range"):
         rb.update_priority(torch.tensor([3]), torch.tensor([1.0]))
+
+
+_EXIT_SCRIPT = """
+import torch
+from tensordict import TensorDict
+from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4000), batch_size=512, prefetch=4)
+rb.extend(TensorDict({"obs": torch.randn(4000, 3, 16, 16)}, [4000]))
+rb.cycle = rb  # a reference cycle: the buffer is only collected while the interpreter exits
+rb.sample()
+print("sampled")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_prefetching_buffer_left_open_at_exit_does_not_abort():
+    # Without the exit hook the prefetch thread is still inside a torch op when the interpreter
+    # finalises, and the process aborts ("terminate called without an active exception").
+    import subprocess
+    import sys
+
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, timeout=100
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "sampled"
+        assert "terminate called" not in done.stderr and "Fatal Python error" not in done.stderr

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +19,26 @@ JOIN_TIMEOUT = 30.0
 _POLL = 0.05
 
 
+# Prefetchers still running; stopped by an exit hook registered with the first one. A daemon thread
+# caught inside a torch op while the interpreter finalises aborts the process ("terminate called
+# without an active exception"), so every thread is stopped before that, while Python still runs.
+_LIVE: weakref.WeakSet[Prefetcher] = weakref.WeakSet()
+_EXIT_HOOK: list[bool] = []
+
+
+def _close_all() -> None:
+    for prefetcher in list(_LIVE):
+        with contextlib.suppress(Exception):
+            prefetcher.close()
+
+
+def _track(prefetcher: Prefetcher) -> None:
+    if not _EXIT_HOOK:
+        atexit.register(_close_all)
+        _EXIT_HOOK.append(True)
+    _LIVE.add(prefetcher)
+
+
 class _Failure:
     def __init__(self, error: BaseException) -> None:
         self.error = error
@@ -23,6 +46,10 @@ class _Failure:
 
 class Prefetcher:
     """Runs ``produce()`` in a daemon thread and queues up to ``depth`` results ahead.
+
+    Threads still running when the interpreter exits are stopped by an exit hook (the current
+    ``produce()`` call finishes first), so a buffer that was never closed does not abort the
+    process.
 
     An exception raised by ``produce`` stops the thread and is re-raised (the same exception
     object, with its traceback) by the next :meth:`get`.
@@ -45,6 +72,7 @@ class Prefetcher:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tdrl-prefetch", daemon=True)
+        _track(self)
         self._thread.start()
 
     def _put(self, item: Any) -> bool:
@@ -95,6 +123,7 @@ class Prefetcher:
             TimeoutError: if the thread does not stop within :data:`JOIN_TIMEOUT` seconds.
         """
         self._stop.set()
+        _LIVE.discard(self)
         while True:
             try:
                 self._queue.get_nowait()
