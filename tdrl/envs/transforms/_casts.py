@@ -36,7 +36,9 @@ class DTypeCast(Transform):
         dtype_in: the env's dtype.
         dtype_out: the dtype the user sees.
         in_keys: entries to cast forward (``None``: all of ``dtype_in``).
+        out_keys: where the cast entries go (default ``in_keys``; needs explicit ``in_keys``).
         in_keys_inv: inputs to cast back (``None``: all of ``dtype_in``).
+        out_keys_inv: the names the user writes (default ``in_keys_inv``).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -53,9 +55,19 @@ class DTypeCast(Transform):
         dtype_in: torch.dtype,
         dtype_out: torch.dtype,
         in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
         in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
     ) -> None:
-        super().__init__(in_keys=in_keys, in_keys_inv=in_keys_inv)
+        name = type(self).__name__
+        for keys, outs, what in ((in_keys, out_keys, ""), (in_keys_inv, out_keys_inv, "_inv")):
+            if keys is None and outs is not None:
+                raise ValueError(
+                    f"{name}.__init__: out_keys{what} needs in_keys{what} (got in_keys{what}=None, "
+                    f"out_keys{what}={outs}; expected explicit in_keys{what}). The order of the "
+                    f"entries found by dtype is not defined: pass in_keys{what} too."
+                )
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         self.dtype_in = dtype_in
         self.dtype_out = dtype_out
         self._auto = in_keys is None
@@ -101,7 +113,9 @@ class DoubleToFloat(DTypeCast):
 
     Args:
         in_keys: entries to cast (``None``: every float64 observation and reward).
+        out_keys: where the cast entries go (default ``in_keys``).
         in_keys_inv: inputs cast back to float64 (``None``: every float64 action and state).
+        out_keys_inv: the names the user writes (default ``in_keys_inv``).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -112,8 +126,14 @@ class DoubleToFloat(DTypeCast):
         (torch.float32, torch.float32)
     """
 
-    def __init__(self, in_keys: KeysArg = None, in_keys_inv: KeysArg = None) -> None:
-        super().__init__(torch.float64, torch.float32, in_keys=in_keys, in_keys_inv=in_keys_inv)
+    def __init__(
+        self,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
+    ) -> None:
+        super().__init__(torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv)
 
 
 class DeviceCast(Transform):

@@ -98,12 +98,11 @@ class Resize(Transform):
         self,
         w: int,
         h: int | None = None,
-        in_keys: KeysArg = "pixels",
-        out_keys: KeysArg = None,
-        *,
         interpolation: str = "bilinear",
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
         if interpolation not in ("bilinear", "nearest", "bicubic", "area"):
             raise ValueError(
                 f"Resize.__init__: unknown interpolation (got {interpolation!r}; expected "

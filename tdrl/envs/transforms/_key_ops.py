@@ -14,6 +14,10 @@ from tdrl.specs import Bounded, Composite, Unbounded
 __all__ = ["CatTensors", "ExcludeTransform", "RenameTransform", "SelectTransform"]
 
 
+def _sort_key(key: NestedKey) -> str:
+    return key if isinstance(key, str) else "_-|-_".join(key)
+
+
 def _protected(parent: EnvBase) -> set[NestedKey]:
     """Entries no key transform may drop or rename: done leaves, rewards, actions and states."""
     return {*parent.done_keys, *parent.reward_keys, *parent.action_keys, *parent.state_keys}
@@ -23,10 +27,14 @@ class CatTensors(Transform):
     """Concatenates ``in_keys`` along ``dim`` into ``out_key`` (and drops them by default).
 
     Args:
-        in_keys: the entries to concatenate, in order (same dtype).
+        in_keys: the entries to concatenate (same dtype).
         out_key: the result.
         dim: a negative dim (counted from the end, so it never touches batch dims).
         del_keys: remove the inputs.
+        unsqueeze_if_oor: TorchRL's unsqueezing of entries with too few dims; only ``False``
+            is supported.
+        sort: concatenate in sorted key order (TorchRL's default; nested keys sort by their
+            parts joined), ``False`` for the order given.
 
     Examples:
         >>> from tdrl.envs.transforms import DoubleToFloat, TransformedEnv
@@ -35,17 +43,28 @@ class CatTensors(Transform):
         >>> env.append_transform(CatTensors(["observation", "obs64"], "features"))
         >>> env.full_observation_spec["features"].shape, "obs64" in env.observation_keys
         (torch.Size([2, 5]), False)
+        >>> CatTensors(["b", "a"]).in_keys, CatTensors(["b", "a"], sort=False).in_keys
+        (['a', 'b'], ['b', 'a'])
     """
 
     def __init__(
         self,
-        in_keys: KeysArg,
+        in_keys: KeysArg = None,
         out_key: NestedKey = "observation_vector",
-        *,
         dim: int = -1,
+        *,
         del_keys: bool = True,
+        unsqueeze_if_oor: bool = False,
+        sort: bool = True,
     ) -> None:
-        super().__init__(in_keys=in_keys)
+        if in_keys is None or unsqueeze_if_oor:
+            raise ValueError(
+                f"CatTensors.__init__: tdrl needs explicit in_keys and unsqueeze_if_oor=False "
+                f"(got in_keys={in_keys}, unsqueeze_if_oor={unsqueeze_if_oor}). Name the "
+                "entries to concatenate, with matching dims."
+            )
+        keys = key_list(in_keys)
+        super().__init__(in_keys=sorted(keys, key=_sort_key) if sort else keys)
         if dim >= 0 or not self.in_keys:
             raise ValueError(
                 f"CatTensors.__init__: need keys and a negative dim (got in_keys={self.in_keys}, "

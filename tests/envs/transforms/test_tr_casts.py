@@ -101,3 +101,13 @@ def test_device_cast_to_cuda_and_back():
     check_env_specs(env)
     nested = TransformedEnv(TransformTestEnv((2,), nested=True), DeviceCast("cuda:0"))
     check_env_specs(nested)
+
+
+def test_out_keys_come_second_as_in_torchrl():
+    td = TensorDict(a=torch.ones(2, dtype=torch.float64))
+    out = DoubleToFloat(["a"], ["b"])(td)
+    assert out["b"].dtype == torch.float32 and out["a"].dtype == torch.float64
+    out = DTypeCast(torch.float64, torch.float16, ["a"], ["c"])(out)
+    assert out["c"].dtype == torch.float16
+    with pytest.raises(ValueError, match=r"DoubleToFloat.__init__: out_keys needs in_keys"):
+        DoubleToFloat(out_keys=["b"])

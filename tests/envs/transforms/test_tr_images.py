@@ -38,7 +38,9 @@ def test_pipeline_values(batch):
     env = TransformedEnv(
         TransformTestEnv(batch),
         Compose(
-            ToTensorImage(out_keys="img"), GrayScale("img", "gray"), Resize(4, 3, "gray", "small")
+            ToTensorImage(out_keys="img"),
+            GrayScale("img", "gray"),
+            Resize(4, 3, in_keys="gray", out_keys="small"),
         ),
     )
     td = env.reset()
@@ -69,3 +71,11 @@ def test_bad_images_are_reported():
         Resize(3, interpolation="lanczos")
     with pytest.raises(ValueError, match=r"ToTensorImage.*\[\.\.\., H, W, C\]"):
         ToTensorImage()(TensorDict(pixels=torch.zeros(4, 5)))
+
+
+def test_resize_takes_interpolation_third_as_torchrl():
+    td = TensorDict(pixels=torch.arange(16.0).reshape(1, 4, 4))
+    nearest = Resize(2, 2, "nearest")(td.clone())["pixels"]
+    assert nearest.tolist() == [[[0.0, 2.0], [8.0, 10.0]]]  # every other pixel, no averaging
+    with pytest.raises(ValueError, match="unknown interpolation"):
+        Resize(2, 2, "pixels")

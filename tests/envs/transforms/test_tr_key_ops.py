@@ -77,10 +77,17 @@ def test_cat_tensors_values_and_bounds():
         Compose(DoubleToFloat(), CatTensors(["observation", "obs64"], "f", del_keys=False)),
     )
     td = env.rollout(3)
-    torch.testing.assert_close(
-        td["next", "f"], torch.cat([td["next", "observation"], td["next", "obs64"]], -1)
+    torch.testing.assert_close(  # TorchRL sorts the keys by default: "obs64" < "observation"
+        td["next", "f"], torch.cat([td["next", "obs64"], td["next", "observation"]], -1)
     )
     assert "obs64" in td.keys()
+    given = CatTensors(["observation", "obs64"], "g", -1, del_keys=False, sort=False)
+    out = Compose(DoubleToFloat(), given)(td["next"].clone())
+    torch.testing.assert_close(
+        out["g"], torch.cat([td["next", "observation"], td["next", "obs64"]], -1)
+    )
+    nested = CatTensors([("z", "a"), "b", ("a", "z")])
+    assert nested.in_keys == [("a", "z"), "b", ("z", "a")]
     bounded = TransformedEnv(
         TransformTestEnv(), CatTensors(["pixels", "pixels"], "twice", dim=-3, del_keys=False)
     )
@@ -92,6 +99,10 @@ def test_cat_tensors_values_and_bounds():
 def test_cat_tensors_errors():
     with pytest.raises(ValueError, match="negative dim"):
         CatTensors(["a"], "b", dim=0)
+    with pytest.raises(ValueError, match=r"CatTensors.__init__: tdrl needs explicit in_keys"):
+        CatTensors()
+    with pytest.raises(ValueError, match=r"unsqueeze_if_oor=False"):
+        CatTensors(["a"], unsqueeze_if_oor=True)
     with pytest.raises(TypeError, match=r"CatTensors.*different dtypes.*DTypeCast"):
         TransformedEnv(TransformTestEnv(), CatTensors(["observation", "obs64"]))
     with pytest.raises(KeyError, match=r"CatTensors.in_keys: key 'nope'"):
