@@ -68,7 +68,7 @@ def main(
         init_random_frames=init_random_frames,
     )
     for i, batch in enumerate(collector):
-        buffer.extend(batch.reshape(-1))  # copies: the collector reuses the batch memory
+        buffer.extend(batch.reshape(-1))
         egreedy.step(frames_per_batch)
         if collector.frames < init_random_frames:
             continue

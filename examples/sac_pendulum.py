@@ -71,7 +71,7 @@ def main(
         init_random_frames=init_random_frames,  # uniform actions fill the buffer first
     )
     for i, batch in enumerate(collector):
-        buffer.extend(batch.reshape(-1))  # copies: the collector reuses the batch memory
+        buffer.extend(batch.reshape(-1))
         if collector.frames < init_random_frames:
             continue
         for _ in range(frames_per_batch):  # one gradient step per collected frame

@@ -74,7 +74,7 @@ class OffPolicyTrainer(Trainer):
         out = self.agent.loss(batch)
         delay = int(self.config["loss"].get("policy_delay", 1) or 1)
         skip = self.agent.actor_loss_keys if self._updates % delay else ()
-        total = sum(v for k, v in out.items() if k.startswith("loss_") and k not in skip)
+        total = sum(v for k, v in out.items() if _is_loss(k) and k not in skip)
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()  # type: ignore[union-attr]
         max_norm = float(self.config["optim"].get("max_grad_norm", 0) or 0)
@@ -83,7 +83,7 @@ class OffPolicyTrainer(Trainer):
         self.optimizer.step()
         self.target.step()
         self._updates += 1
-        return {k: float(v.detach()) for k, v in out.items() if k.startswith("loss_")}
+        return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
 
     def _train(self) -> None:
         cc = self.config["collector"]
@@ -98,6 +98,7 @@ class OffPolicyTrainer(Trainer):
         ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
         try:
             while not self.done:
+                # rollout() returns the collector's memory: extend() copies it out right away
                 batch = collector.rollout()
                 # Only the env's entries: random-action batches lack the policy's outputs.
                 self.buffer.extend(batch.reshape(-1).select(*self._stored_keys))
@@ -116,3 +117,8 @@ class OffPolicyTrainer(Trainer):
                 self._after_iteration(batch, losses, fpb)
         finally:
             collector.shutdown()
+
+
+def _is_loss(key: str) -> bool:
+    """A loss term of a loss output: ``"loss"`` (TorchRL's DQN) or ``"loss_*"``."""
+    return key == "loss" or key.startswith("loss_")

@@ -91,6 +91,8 @@ class OnPolicyTrainer(Trainer):
         try:
             while not self.done:
                 self._anneal()
+                # rollout() returns the collector's memory (TorchRL's rollout): the update
+                # rewrites the advantages and consumes the batch before the next one is collected
                 batch = collector.rollout()
                 losses = self._update(batch)
                 self._after_iteration(batch, losses, fpb)
