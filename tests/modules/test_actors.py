@@ -306,3 +306,17 @@ class TestActorCriticOperator:
         trunk_params = set(map(id, op.common_operator.parameters()))
         assert trunk_params <= set(map(id, op.get_policy_operator().parameters()))
         assert trunk_params <= set(map(id, op.get_value_operator().parameters()))
+
+
+def test_torchrl_default_keys_and_positional_out_keys() -> None:
+    # Actor/ValueOperator: in_keys=None means ["observation"]; ProbabilisticActor's
+    # third positional argument is out_keys.
+    assert Actor(nn.Linear(3, 2)).in_keys == ["observation"]
+    assert Actor(nn.Linear(3, 2)).out_keys == ["action"]
+    assert ValueOperator(nn.Linear(3, 1)).out_keys == ["state_value"]
+    params = TensorDictModule(
+        nn.Sequential(nn.Linear(3, 4), NormalParamExtractor()), ["observation"], ["loc", "scale"]
+    )
+    actor = ProbabilisticActor(params, ["loc", "scale"], ["act"], distribution_class=TanhNormal)
+    out = actor(_td((2,)))
+    assert out["act"].shape == (2, 2)

@@ -384,3 +384,12 @@ def test_tanh_normal_torchrl_positional_order_event_dims_and_scale():
     assert scalar.event_shape == () and scalar.log_prob(torch.tensor(0.0)).shape == ()
     ref = -0.5 * math.log(2 * math.pi)  # density of tanh(x) at 0 equals the Normal's at 0
     assert scalar.log_prob(torch.tensor(0.0)).item() == pytest.approx(ref, abs=1e-6)
+
+
+def test_delta_and_independent_normal_torchrl_positional_order():
+    # Delta(param, atol, rtol); IndependentNormal(loc, scale, upscale, tanh_loc)
+    delta = Delta(torch.zeros(2), 0.5, 0.0)
+    assert delta.log_prob(torch.full((2,), 0.4)).item() == 0.0  # within atol
+    assert delta.log_prob(torch.full((2,), 0.6)).item() == -math.inf
+    normal = IndependentNormal(torch.full((2,), 10.0), torch.ones(2), 2.0, True)
+    torch.testing.assert_close(normal.mode, torch.full((2,), 2.0 * math.tanh(5.0)))

@@ -310,3 +310,16 @@ def test_probabilistic_module_integration(one_hot):
             det = module(td.clone())["action"]
         det_index = det.argmax(-1) if one_hot else det
         assert torch.equal(det_index, torch.where(mask, logits, -math.inf).argmax(-1))
+
+
+def test_torchrl_positional_order():
+    # OneHotCategorical(logits, probs, grad_method) and
+    # MaskedOneHotCategorical(logits, probs, mask, indices, neg_inf, padding_value, grad_method)
+    logits = torch.zeros(4, N, requires_grad=True)
+    relaxed = OneHotCategorical(logits, None, ReparamGradientStrategy.RelaxedOneHot)
+    assert relaxed.grad_method is ReparamGradientStrategy.RelaxedOneHot
+    mask = torch.zeros(4, N, dtype=torch.bool)
+    mask[:, 2] = True
+    dist = MaskedOneHotCategorical(logits, None, mask, None, -1e9, -1, "RelaxedOneHot")
+    assert dist.sample((5,)).argmax(-1).eq(2).all()
+    assert dist.grad_method is ReparamGradientStrategy.RelaxedOneHot

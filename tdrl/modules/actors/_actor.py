@@ -43,12 +43,14 @@ class Actor(TensorDictModule):
     def __init__(
         self,
         module: nn.Module,
-        in_keys: NestedKey | Sequence[NestedKey] = ("observation",),
-        out_keys: NestedKey | Sequence[NestedKey] = ("action",),
+        in_keys: NestedKey | Sequence[NestedKey] | None = None,
+        out_keys: NestedKey | Sequence[NestedKey] | None = None,
         *,
         spec: TensorSpec | None = None,
     ) -> None:
-        super().__init__(module, in_keys=as_key_list(in_keys), out_keys=as_key_list(out_keys))
+        ins = ["observation"] if in_keys is None else as_key_list(in_keys)
+        outs = ["action"] if out_keys is None else as_key_list(out_keys)
+        super().__init__(module, in_keys=ins, out_keys=outs)
         self.spec = spec
         self._projections = [
             (key, leaf)
@@ -95,10 +97,10 @@ class ValueOperator(TensorDictModule):
     def __init__(
         self,
         module: nn.Module,
-        in_keys: NestedKey | Sequence[NestedKey] = ("observation",),
+        in_keys: NestedKey | Sequence[NestedKey] | None = None,
         out_keys: NestedKey | Sequence[NestedKey] | None = None,
     ) -> None:
-        keys = as_key_list(in_keys)
+        keys = ["observation"] if in_keys is None else as_key_list(in_keys)
         if out_keys is None:
             out_keys = ["state_action_value"] if "action" in keys else ["state_value"]
         super().__init__(module, in_keys=keys, out_keys=as_key_list(out_keys))

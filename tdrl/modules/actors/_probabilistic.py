@@ -114,15 +114,15 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self,
         module: TensorDictModuleBase,
         in_keys: NestedKey | Sequence[NestedKey] | Mapping[str, NestedKey],
+        out_keys: NestedKey | Sequence[NestedKey] | None = None,
         *,
         distribution_class: type,
         spec: TensorSpec | None = None,
-        out_keys: NestedKey | Sequence[NestedKey] = ("action",),
         return_log_prob: bool = False,
         log_prob_key: NestedKey | None = None,
         distribution_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        outs = as_key_list(out_keys)
+        outs = ["action"] if out_keys is None else as_key_list(out_keys)
         dist_in: Any = dict(in_keys) if isinstance(in_keys, Mapping) else as_key_list(in_keys)
         lp: dict[str, Any] = {}
         if len(outs) == 1:

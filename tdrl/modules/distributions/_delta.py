@@ -45,9 +45,9 @@ class Delta(Distribution):
     def __init__(
         self,
         param: Tensor,
-        *,
         atol: float = 1e-6,
         rtol: float = 1e-6,
+        *,
         validate_args: bool = False,
     ) -> None:
         self.param = param

@@ -55,8 +55,8 @@ class OneHotCategorical(_TorchOneHotCategorical):
         self,
         logits: Tensor | None = None,
         probs: Tensor | None = None,
-        *,
         grad_method: ReparamGradientStrategy | str = ReparamGradientStrategy.PassThrough,
+        *,
         temperature: float = 1.0,
         validate_args: bool = False,
     ) -> None:

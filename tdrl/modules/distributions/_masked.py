@@ -250,12 +250,12 @@ class MaskedOneHotCategorical(OneHotCategorical):
         self,
         logits: Tensor | None = None,
         probs: Tensor | None = None,
-        *,
         mask: Tensor | None = None,
         indices: Tensor | None = None,
         neg_inf: float = -math.inf,
         padding_value: int = -1,
         grad_method: ReparamGradientStrategy | str = ReparamGradientStrategy.PassThrough,
+        *,
         temperature: float = 1.0,
         validate_args: bool = False,
     ) -> None:

@@ -44,9 +44,9 @@ class IndependentNormal(Independent):
         self,
         loc: Tensor,
         scale: Tensor,
-        *,
         upscale: float = 5.0,
         tanh_loc: bool = False,
+        *,
         validate_args: bool = False,
     ) -> None:
         if tanh_loc:
