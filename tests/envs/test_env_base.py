@@ -351,3 +351,29 @@ def test_set_seed_follows_torchrl_whatever_the_hook_returns(returned):
     assert env.set_seed(None) is None and env.seed is None
     with pytest.raises(ValueError, match=r"set_seed: invalid seed \(got -1"):
         env.set_seed(-1)
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_unbatched_specs_are_one_env_of_the_batch(batch):
+    env = NestedCountingEnv(batch_size=batch)
+    assert env.action_spec_unbatched.shape == env.action_spec.shape[len(batch) :]
+    for kind in ("action", "observation", "reward", "done", "state"):
+        full = getattr(env, f"full_{kind}_spec")
+        single = getattr(env, f"full_{kind}_spec_unbatched")
+        assert single.shape == () and set(single.keys(True, True)) == set(full.keys(True, True))
+        for key in full.keys(True, True):
+            assert single[key].shape == full[key].shape[len(batch) :], (kind, key)
+        getattr(env, f"{kind}_spec_unbatched")  # the short accessor exists too
+    assert env.observation_spec_unbatched.shape == ()
+
+
+def test_input_and_output_spec_hold_the_full_specs():
+    env = NestedCountingEnv(batch_size=(2,))
+    inp, out = env.input_spec, env.output_spec
+    assert inp.shape == (2,) and out.shape == (2,)
+    assert set(inp["full_action_spec"].keys(True, True)) == set(env.action_keys)
+    assert set(inp["full_state_spec"].keys(True, True)) == set(env.state_keys)
+    assert set(out["full_observation_spec"].keys(True, True)) == set(env.observation_keys)
+    assert set(out["full_reward_spec"].keys(True, True)) == set(env.reward_keys)
+    assert set(out["full_done_spec"].keys(True, True)) == set(env.done_keys)
+    assert inp["full_action_spec"].rand().batch_size == (2,)

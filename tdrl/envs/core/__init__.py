@@ -4,6 +4,7 @@ from tdrl.envs.core._base import EnvBase
 from tdrl.envs.core._check import check_env_specs
 from tdrl.envs.core._creator import EnvCreator, EnvMeta
 from tdrl.envs.core._keys import DoneGroup
+from tdrl.envs.core._random_policy import RandomPolicy
 from tdrl.envs.core._step_mdp import StepMDP, step_mdp
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "EnvBase",
     "EnvCreator",
     "EnvMeta",
+    "RandomPolicy",
     "StepMDP",
     "check_env_specs",
     "step_mdp",

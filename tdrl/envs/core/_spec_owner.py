@@ -175,6 +175,102 @@ class SpecOwner:
     def state_spec(self, spec: TensorSpec) -> None:
         self._set_full("state", spec)
 
+    # ---------------------------------------------------------------- TorchRL views
+    @property
+    def input_spec(self) -> Composite:
+        """What ``step`` reads: ``Composite(full_action_spec=..., full_state_spec=...)``.
+
+        A read-only view in TorchRL's layout (set the specs through the ``full_*`` accessors).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> sorted(CountingEnv().input_spec.keys())
+            ['full_action_spec', 'full_state_spec']
+        """
+        return Composite(
+            full_action_spec=self._specs["action"],
+            full_state_spec=self._specs["state"],
+            shape=self.batch_size,
+            device=self.device,
+        )
+
+    @property
+    def output_spec(self) -> Composite:
+        """What ``step`` writes: observation, reward and done specs, in TorchRL's layout.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> sorted(CountingEnv().output_spec.keys())
+            ['full_done_spec', 'full_observation_spec', 'full_reward_spec']
+        """
+        return Composite(
+            full_observation_spec=self._specs["observation"],
+            full_reward_spec=self._specs["reward"],
+            full_done_spec=self._specs["done"],
+            shape=self.batch_size,
+            device=self.device,
+        )
+
+    def _unbatched(self, spec: TensorSpec) -> TensorSpec:
+        n = len(self.batch_size)
+        return spec[(0,) * n] if n else spec
+
+    @property
+    def action_spec_unbatched(self) -> TensorSpec:
+        """``action_spec`` without the env's batch dims (the spec of one env of the batch).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> CountingEnv(batch_size=(4,)).action_spec_unbatched.shape
+            torch.Size([1])
+        """
+        return self._unbatched(self.action_spec)
+
+    @property
+    def full_action_spec_unbatched(self) -> Composite:
+        """``full_action_spec`` without the env's batch dims."""
+        return self._unbatched(self.full_action_spec)  # type: ignore[return-value]
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        """``observation_spec`` without the env's batch dims."""
+        return self._unbatched(self.observation_spec)  # type: ignore[return-value]
+
+    @property
+    def full_observation_spec_unbatched(self) -> Composite:
+        """``full_observation_spec`` without the env's batch dims."""
+        return self._unbatched(self.full_observation_spec)  # type: ignore[return-value]
+
+    @property
+    def reward_spec_unbatched(self) -> TensorSpec:
+        """``reward_spec`` without the env's batch dims."""
+        return self._unbatched(self.reward_spec)
+
+    @property
+    def full_reward_spec_unbatched(self) -> Composite:
+        """``full_reward_spec`` without the env's batch dims."""
+        return self._unbatched(self.full_reward_spec)  # type: ignore[return-value]
+
+    @property
+    def done_spec_unbatched(self) -> TensorSpec:
+        """``done_spec`` without the env's batch dims."""
+        return self._unbatched(self.done_spec)
+
+    @property
+    def full_done_spec_unbatched(self) -> Composite:
+        """``full_done_spec`` without the env's batch dims."""
+        return self._unbatched(self.full_done_spec)  # type: ignore[return-value]
+
+    @property
+    def state_spec_unbatched(self) -> Composite:
+        """``state_spec`` without the env's batch dims."""
+        return self._unbatched(self.state_spec)  # type: ignore[return-value]
+
+    @property
+    def full_state_spec_unbatched(self) -> Composite:
+        """``full_state_spec`` without the env's batch dims."""
+        return self._unbatched(self.full_state_spec)  # type: ignore[return-value]
+
     # ---------------------------------------------------------------- key lists
     def _refresh_keys(self) -> None:
         leaves = {k: [as_key(x) for x in s.keys(True, True)] for k, s in self._specs.items()}
