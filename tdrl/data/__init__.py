@@ -1,5 +1,7 @@
-"""tdrl.data: replay buffers and their storages, samplers and writers (see :mod:`tdrl.data.replay`)."""
+"""tdrl.data: replay buffers and their storages, samplers and writers (see :mod:`tdrl.data.replay`),
+and :class:`MultiStep` (n-step returns for collector batches)."""
 
+from tdrl.data._multistep import MultiStep
 from tdrl.data.replay import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -24,6 +26,7 @@ __all__ = [
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
+    "MultiStep",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
     "RandomSampler",
