@@ -1,5 +1,6 @@
 """Importable test helpers: mock envs and contract test bases."""
 
+from tdrl.testing._hostile import HostileCase, LoadAudit, buffer_cases, check_outcome, train_cases
 from tdrl.testing._loss_contract import LossContract
 from tdrl.testing._loss_fixtures import (
     GenericModule,
@@ -29,6 +30,8 @@ __all__ = [
     "EnvFactory",
     "FailingEnv",
     "GenericModule",
+    "HostileCase",
+    "LoadAudit",
     "LossContract",
     "MultiKeyEnv",
     "NestedCountingEnv",
@@ -36,6 +39,8 @@ __all__ = [
     "TransformTestEnv",
     "agents_keys",
     "bind_stacked",
+    "buffer_cases",
+    "check_outcome",
     "make_action_value_net",
     "make_categorical_actor",
     "make_deterministic_actor",
@@ -45,4 +50,5 @@ __all__ = [
     "make_transition_batch",
     "nested_key",
     "perturb_",
+    "train_cases",
 ]

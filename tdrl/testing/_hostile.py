@@ -43,7 +43,7 @@ import torch
 
 from tdrl.errors import CheckpointError
 
-__all__ = ["HostileCase", "LoadAudit", "buffer_cases", "train_cases"]
+__all__ = ["MARKER", "HostileCase", "LoadAudit", "buffer_cases", "check_outcome", "train_cases"]
 
 Mutation = Callable[[Path, Path], None]
 MARKER = "PAYLOAD_RAN"
@@ -362,6 +362,10 @@ def _zero(tensors: dict[str, torch.Tensor], prefix: str) -> None:
             tensors[k] = torch.zeros_like(tensors[k])
 
 
+def _drop_first(tensors: dict[str, torch.Tensor], prefix: str) -> None:
+    del tensors[next(k for k in sorted(tensors) if k.startswith(prefix))]
+
+
 def _reshape_first(tensors: dict[str, torch.Tensor], prefix: str) -> None:
     key = next(k for k in sorted(tensors) if k.startswith(prefix) and tensors[k].dim())
     tensors[key] = torch.zeros(tensors[key].numel() + 1)
@@ -393,7 +397,7 @@ def train_cases(root: Path) -> list[HostileCase]:
         HostileCase("wrong-shape:optimizer", _retensor(lambda t: _reshape_first(t, "optim/"))),
         HostileCase(
             "missing:module-tensor",
-            _retensor(lambda t: t.pop(next(k for k in sorted(t) if k.startswith("module/")))),
+            _retensor(lambda t: _drop_first(t, "module/")),
         ),
         HostileCase("rng:float", _retensor(lambda t: t.update({"rng/torch": torch.zeros(3)}))),
         HostileCase(

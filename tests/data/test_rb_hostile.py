@@ -18,6 +18,7 @@ from tdrl.data import (
     SliceSampler,
     TensorDictReplayBuffer,
 )
+from tdrl.errors import CheckpointError
 from tdrl.testing._hostile import MARKER, LoadAudit, buffer_cases, check_outcome
 
 CAPACITY, STORED = 64, 40
@@ -163,3 +164,20 @@ def test_prioritized_nan_priority_is_refused(tmp_path):
             target.loads(path)
         assert type(info.value).__name__ == "CheckpointError"
         assert str(path / "sampler") in str(info.value)
+
+
+def test_the_audit_sees_pickle_and_reads_outside(tmp_path):
+    """The audit used above is not blind: it records an unpickled global and an outside read."""
+    import pickle
+
+    inside, outside = tmp_path / "inside", tmp_path / "outside.txt"
+    inside.mkdir()
+    outside.write_text("x")
+    (inside / "link").symlink_to(outside)
+    with LoadAudit(inside) as audit:
+        pickle.loads(pickle.dumps(CheckpointError("x")))
+        outside.read_text()
+        (inside / "link").read_text()
+    kinds = [event for event, _ in audit.events]
+    assert "pickle.find_class" in kinds
+    assert kinds.count("open outside") == 2
