@@ -22,13 +22,17 @@ from tdrl.specs._discrete import Binary, Categorical, OneHot
 from tdrl.specs._make import make_composite_from_td
 from tdrl.specs._multi_discrete import MultiCategorical, MultiOneHot
 from tdrl.specs._non_tensor import NonTensor
+from tdrl.specs._space import BoxList, CategoricalBox, ContinuousBox
 from tdrl.specs._stacked import StackedComposite, stack_specs
 
 __all__ = [
     "Binary",
     "Bounded",
+    "BoxList",
     "Categorical",
+    "CategoricalBox",
     "Composite",
+    "ContinuousBox",
     "MultiCategorical",
     "MultiOneHot",
     "NonTensor",

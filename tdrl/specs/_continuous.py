@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from tdrl.specs._base import TensorSpec
+from tdrl.specs._space import ContinuousBox, full_range_box
 from tdrl.specs._utils import DeviceLike, ShapeLike, as_shape, leaf_device
 
 __all__ = ["Bounded", "Unbounded"]
@@ -39,6 +40,16 @@ class Unbounded(TensorSpec):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__(shape, leaf_device(device), dtype)
+
+    @property
+    def space(self) -> ContinuousBox:
+        """The dtype's whole range as a :class:`~tdrl.specs.ContinuousBox` (TorchRL's).
+
+        Examples:
+            >>> Unbounded(shape=(2,), dtype=torch.int8).space.high.tolist()
+            [127, 127]
+        """
+        return full_range_box(self.shape, self.dtype, self.device)  # type: ignore[arg-type]
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Random values (normal for floats, small integers otherwise).
@@ -122,6 +133,16 @@ class Bounded(TensorSpec):
         self.low = low_t
         self.high = high_t
         self._refresh()
+
+    @property
+    def space(self) -> ContinuousBox:
+        """``ContinuousBox(low, high)``: the bounds, shaped like the spec.
+
+        Examples:
+            >>> Bounded(0.0, 1.0, shape=(3,)).space.high.tolist()
+            [1.0, 1.0, 1.0]
+        """
+        return ContinuousBox(self.low, self.high)
 
     def _refresh(self) -> None:
         # rand() needs a fallback only where a bound is infinite: decide it once, not per draw.

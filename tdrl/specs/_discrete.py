@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tdrl.specs._base import TensorSpec
+from tdrl.specs._space import CategoricalBox
 from tdrl.specs._utils import (
     DeviceLike,
     ShapeLike,
@@ -128,6 +129,16 @@ class Categorical(_MaskedSpec):
         self.n = int(n)
         self.mask = None
         self.update_mask(mask)
+
+    @property
+    def space(self) -> CategoricalBox:
+        """``CategoricalBox(n)``: the categories of one value (TorchRL's space).
+
+        Examples:
+            >>> Categorical(3).space.n
+            3
+        """
+        return CategoricalBox(self.n)
 
     def _mask_shape(self) -> torch.Size:
         return torch.Size((*self.shape, self.n))
@@ -255,6 +266,16 @@ class OneHot(_MaskedSpec):
         self.mask = None
         self.update_mask(mask)
 
+    @property
+    def space(self) -> CategoricalBox:
+        """``CategoricalBox(n)``: the categories of one value (TorchRL's space).
+
+        Examples:
+            >>> OneHot(3).space.n
+            3
+        """
+        return CategoricalBox(self.n)
+
     def _mask_shape(self) -> torch.Size:
         return self.shape
 
@@ -371,6 +392,16 @@ class Binary(TensorSpec):
             )
         super().__init__(full, leaf_device(device), dtype)
         self.n = full[-1]
+
+    @property
+    def space(self) -> CategoricalBox:
+        """``CategoricalBox(2)``: each entry is 0 or 1 (TorchRL's space).
+
+        Examples:
+            >>> Binary(3).space.n
+            2
+        """
+        return CategoricalBox(2)
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Independent fair 0/1 draws.

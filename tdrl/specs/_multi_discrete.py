@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from tdrl.specs._discrete import _MaskedSpec
+from tdrl.specs._space import BoxList
 from tdrl.specs._utils import (
     DeviceLike,
     SegmentLayout,
@@ -108,6 +109,16 @@ class MultiCategorical(_MultiBase):
         self._refresh()
         self.mask = None
         self.update_mask(mask)
+
+    @property
+    def space(self) -> BoxList:
+        """One ``CategoricalBox(n)`` per sub-action (TorchRL's space).
+
+        Examples:
+            >>> [box.n for box in MultiCategorical([2, 4]).space.boxes]
+            [2, 4]
+        """
+        return BoxList.from_nvec(self.nvec)
 
     def _mask_shape(self) -> torch.Size:
         return torch.Size((*self.shape[:-1], sum(self.nvec)))
@@ -220,6 +231,16 @@ class MultiOneHot(_MultiBase):
         self._refresh()
         self.mask = None
         self.update_mask(mask)
+
+    @property
+    def space(self) -> BoxList:
+        """One ``CategoricalBox(n)`` per sub-action (TorchRL's space).
+
+        Examples:
+            >>> [box.n for box in MultiOneHot([2, 4]).space.boxes]
+            [2, 4]
+        """
+        return BoxList.from_nvec(self.nvec)
 
     def _mask_shape(self) -> torch.Size:
         return self.shape

@@ -35,6 +35,11 @@ class NonTensor(TensorSpec):
         super().__init__(shape, as_device(device), None)
         self.example_data = example_data
 
+    @property
+    def space(self) -> None:
+        """``None``: non-tensor data has no box (as in TorchRL)."""
+        return None
+
     def rand(self, shape: ShapeLike | None = None) -> NonTensorData:
         """A ``NonTensorData`` holding ``example_data`` with batch size ``(*shape, *self.shape)``.
 
