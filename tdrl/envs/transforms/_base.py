@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +149,30 @@ class Transform(nn.Module):
 
     def _bind(self, parent: EnvBase) -> None:
         """Hook: resolve keys that depend on the env (e.g. default reward keys) before specs."""
+
+    def clone(self) -> Transform:
+        """A detached shallow copy, as in TorchRL: it shares the tensors (buffers, parameters).
+
+        The copy belongs to no env (``parent`` and ``container`` are ``None``), so it can be
+        attached to another one; its own containers (key lists, per-key state) are copies, so
+        attaching or running it does not change the original. Use ``copy.deepcopy`` for
+        independent tensors.
+
+        Examples:
+            >>> import torch
+            >>> from tdrl.envs.transforms import ObservationNorm, TransformedEnv
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(CountingEnv(), ObservationNorm(1.0, 2.0, out_keys="n"))
+            >>> twin = env.transform[0].clone()
+            >>> twin.container is None, twin.loc is env.transform[0].loc
+            (True, True)
+        """
+        out = copy.copy(self)
+        for name, value in self.__dict__.items():
+            if isinstance(value, (dict, list, set)):
+                out.__dict__[name] = copy.copy(value)
+        out._detach()
+        return out
 
     def __getstate__(self) -> dict[str, Any]:
         # Weak references do not pickle; a TransformedEnv re-attaches on unpickling.

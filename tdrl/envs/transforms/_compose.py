@@ -123,6 +123,18 @@ class Compose(Transform):
             out.extend(t.leaves() if isinstance(t, Compose) else [t])
         return out
 
+    def clone(self) -> Compose:
+        """A detached Compose of the transforms' clones (see :meth:`Transform.clone`).
+
+        Examples:
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> t = Compose(StepCounter())
+            >>> c = t.clone()
+            >>> len(c), c[0] is t[0]
+            (1, False)
+        """
+        return Compose(*(t.clone() for t in self._items()))
+
     def _changed(self) -> None:
         owner = self.container
         if owner is not None:

@@ -397,6 +397,32 @@ class TransformedEnv(EnvBase):
         self._mask_memo = None
         self._rebuild()
 
+    def __getattr__(self, name: str) -> Any:
+        """Public attributes the TransformedEnv lacks come from the base env (TorchRL).
+
+        Private names (``_x``) and dunders are never forwarded: they are implementation
+        details of each env, and forwarding them would make a missing attribute of the
+        TransformedEnv silently read the base env's.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> TransformedEnv(CountingEnv(max_steps=7)).max_steps
+            7
+        """
+        base = self.__dict__.get("base_env")
+        if name.startswith("_") or base is None:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r} (private names and "
+                "dunders are not forwarded to the base env)"
+            )
+        try:
+            return getattr(base, name)
+        except AttributeError:
+            raise AttributeError(
+                f"TransformedEnv: neither the env nor its base env "
+                f"{type(base).__name__} has an attribute {name!r}"
+            ) from None
+
     def __repr__(self) -> str:
         inner = repr(self.base_env).replace("\n", "\n    ")
         names = ", ".join(type(t).__name__ for t in self._flat)

@@ -21,28 +21,66 @@ def _check_negative(name: str, **dims: int) -> None:
 
 
 class UnsqueezeTransform(Transform):
-    """Inserts a size-1 dim at ``dim`` (negative) in each entry.
+    """Inserts a size-1 dim at ``dim`` (negative) in each entry; inputs get it removed.
+
+    The inverse keys work the other way: the user writes ``out_keys_inv`` with the extra dim,
+    the env below reads ``in_keys_inv`` without it (``squeeze(dim)``).
 
     Args:
         dim: where the new dim goes, counted from the end (``-1``: last).
-        in_keys: entries to change.
+        allow_positive_dim: TorchRL's positive dims; only ``False`` is supported (a positive
+            dim would move the batch dims).
+        in_keys: entries to change (``None``: ``"observation"``).
         out_keys: where the results go (default: in place).
+        in_keys_inv: inputs the env below reads without the dim.
+        out_keys_inv: the names the user writes (default ``in_keys_inv``).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
-        >>> env = TransformedEnv(TransformTestEnv((2,)), UnsqueezeTransform(-2, "observation"))
+        >>> env = TransformedEnv(TransformTestEnv((2,)),
+        ...     UnsqueezeTransform(-2, in_keys="observation", in_keys_inv="force"))
         >>> env.full_observation_spec["observation"].shape, env.reset()["observation"].shape
         (torch.Size([2, 1, 3]), torch.Size([2, 1, 3]))
+        >>> env.full_action_spec["force"].shape
+        torch.Size([2, 1, 1])
     """
 
-    def __init__(self, dim: int, in_keys: KeysArg = "observation", out_keys: KeysArg = None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+    def __init__(
+        self,
+        dim: int | None = None,
+        *,
+        allow_positive_dim: bool = False,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
+    ) -> None:
+        in_keys = "observation" if in_keys is None else in_keys
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+        if dim is None or allow_positive_dim:
+            raise ValueError(
+                f"UnsqueezeTransform.__init__: tdrl needs a negative dim and "
+                f"allow_positive_dim=False (got dim={dim}, allow_positive_dim="
+                f"{allow_positive_dim}). Count the dim from the end, e.g. -1."
+            )
         _check_negative("UnsqueezeTransform", dim=dim)
         self.dim = dim
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         return value.unsqueeze(self.dim)
+
+    def _inv_apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        if value.shape[self.dim] != 1:
+            raise ValueError(
+                f"UnsqueezeTransform._inv_call: the input has no size-1 dim {self.dim} (got "
+                f"shape {tuple(value.shape)}; expected size 1 there). Write the entry with the "
+                "unsqueezed shape of the action spec."
+            )
+        return value.squeeze(self.dim)
+
+    def _inv_transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        return self._transform_spec(spec)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         try:

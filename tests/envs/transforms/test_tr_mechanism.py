@@ -325,7 +325,7 @@ def test_the_base_env_never_sees_its_entries_transformed():
             self.seen = td.clone()
             return super()._step(td)
 
-    env = TransformedEnv(Recorder((2,)), UnsqueezeTransform(-1, "observation"))
+    env = TransformedEnv(Recorder((2,)), UnsqueezeTransform(-1, in_keys="observation"))
     env.rollout(3, break_when_any_done=False)
     assert "observation" not in env.base_env.seen.keys()
     assert env.base_env.seen["pixels"].shape == (2, 6, 8, 3)
@@ -362,3 +362,27 @@ def test_nested_groups_keep_their_values_on_partial_reset():
         else:
             assert out[key].equal(before[key]), key
     assert out["nested_2", "o10"][1].item() == 10.0 and out["nested_2", "step_count"][1].item() == 0
+
+
+def test_clone_is_detached_and_shares_tensors():
+    env = TransformedEnv(CountingEnv(), Compose(ObservationNorm(1.0, 2.0, out_keys="n")))
+    norm = env.transform[0]
+    twin = norm.clone()
+    assert norm.container is env and twin.container is None and twin.parent is None
+    assert twin.loc is norm.loc and twin.in_keys == norm.in_keys
+    twin.in_keys.append("other")  # the key lists are the clone's own
+    assert norm.in_keys == ["observation"]
+    other = TransformedEnv(CountingEnv(), norm.clone())  # free to join another env
+    assert other.rollout(2)["next", "n"].flatten().tolist() == [3.0, 5.0]
+    composed = env.transform.clone()
+    assert isinstance(composed, Compose) and composed[0] is not norm
+    assert composed[0].loc is norm.loc and composed.container is None
+
+
+def test_unknown_public_attributes_come_from_the_base_env():
+    env = TransformedEnv(CountingEnv(max_steps=7), StepCounter())
+    assert env.max_steps == 7  # CountingEnv's attribute, not the TransformedEnv's
+    with pytest.raises(AttributeError, match=r"neither the env nor its base env.*'nope'"):
+        _ = env.nope
+    with pytest.raises(AttributeError, match=r"private names and dunders are not forwarded"):
+        _ = env._not_there
