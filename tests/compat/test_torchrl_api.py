@@ -114,10 +114,10 @@ def param_error(
     name, kind = exp["name"], exp["kind"]
     kinds = {p.kind for p in params}
     by_name = {p.name: p for p in params if p.kind in (*POSITIONAL, P.KEYWORD_ONLY)}
-    if kind == "var-positional":
-        return None if P.VAR_POSITIONAL in kinds else f"TorchRL takes *{name}; tdrl has no *args"
-    if kind == "var-keyword":
-        return None if P.VAR_KEYWORD in kinds else f"TorchRL takes **{name}; tdrl has no **kwargs"
+    if kind in ("var-positional", "var-keyword"):
+        # TorchRL's catch-alls forward or swallow extra arguments; tdrl refuses unknown arguments
+        # loudly instead. Each argument TorchRL documents is a separate, checked entry.
+        return None
     if kind in ("positional-only", "positional-or-keyword"):
         positional = [p for p in params if p.kind in POSITIONAL]
         index = exp["position"]
