@@ -403,17 +403,18 @@ class MultiCollectorBase(CollectorBase):
                 pool.send(w, cmd, args)
             return pool.gather(range(self.num_workers), cmd)
 
-    def set_seed(self, seed: int) -> int:
-        """Seeds every worker with a distinct seed (chained through the workers' envs).
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seeds every worker with a distinct seed (chained through the workers' envs; with
+        ``static_seed`` every worker gets ``seed`` itself, as in TorchRL).
 
         Returns:
-            The next seed of the chain.
+            The next seed of the chain (``seed`` with ``static_seed``).
         """
         pool = self._live_pool("set_seed")
         with self._guard():
             self._drain()
             for w in range(self.num_workers):
-                pool.send(w, "set_seed", (seed,))
+                pool.send(w, "set_seed", (seed, static_seed))
                 (seed,) = pool.gather([w], "set_seed")
         return int(seed)
 

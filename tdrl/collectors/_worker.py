@@ -111,8 +111,8 @@ class _Server:
         for ids in self._ids:
             ids.mul_(self.num_workers).add_(self.index)
 
-    def set_seed(self, seed: int) -> int:
-        return int(self.collector.set_seed(seed))
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        return int(self.collector.set_seed(seed, static_seed))
 
     def state_dict(self) -> dict[str, Any]:
         return self.collector.state_dict()

@@ -148,3 +148,12 @@ def test_async_collector_runs_one_worker_and_yields_owned_batches():
     assert batches[-1]["action"].unique().tolist() == [0.25]
     with pytest.raises(TypeError, match="must be one env factory"):
         AsyncCollector([CountingEnv] * 2, frames_per_batch=2)
+
+
+def test_static_seed_returns_the_seed_instead_of_chaining_it():
+    with MultiSyncCollector(
+        [CountingEnv] * 2, frames_per_batch=2, mp_start_method="fork"
+    ) as collector:
+        assert collector.set_seed(11, static_seed=True) == 11
+        chained = CountingEnv().set_seed(CountingEnv().set_seed(11))
+        assert collector.set_seed(11) == chained != 11
