@@ -210,7 +210,7 @@ class TransformContract:
     """Checks every transform passes; subclass it in a ``Test*`` class.
 
     Implement :meth:`make_transform` (a fresh transform for a layout). Optional: ``layouts``,
-    ``batch_sizes``, ``partial_resets`` (False: a partial reset must raise), ``forward_mode`` (``"env"``: ``forward`` on a rollout of the base env
+    ``batch_sizes``, ``partial_resets`` (False: a partial reset must raise), ``forward_mode`` (``"env"``: ``forward`` on the root and on ``"next"`` of a rollout of the base env
     gives what the TransformedEnv gives; ``"raises"``: ``forward`` raises ``RuntimeError``
     because the transform only works inside an env; ``"custom"``: override
     :meth:`check_forward`) and :meth:`make_env`.
@@ -329,7 +329,13 @@ class TransformContract:
         if self.forward_mode == "custom":
             self.check_forward(transform, base, expected)
             return
-        got = transform(base.clone())
+        # forward maps the keys as given (TorchRL): the root and "next" are mapped apart
+        root, nxt = base.exclude("next"), base.get("next").clone()
+        if all(root.get(k, None) is not None for k in transform.in_keys):
+            root = transform(root)
+        if all(nxt.get(k, None) is not None for k in transform.in_keys):
+            nxt = transform(nxt)
+        got = root.set("next", nxt)
         for key in expected.keys(True, True):
             if key in got.keys(True, True) and not _is_action(key, env):
                 torch.testing.assert_close(got[key], expected[key], msg=f"key {key}")
