@@ -119,7 +119,8 @@ def _fmt(value: Any) -> Any:
 
 
 def _postfix(row: dict[str, Any]) -> dict[str, str]:
-    keep = ["fps", "train_return", "eval_return", *[k for k in row if k.startswith("loss_")][:2]]
+    losses = [k for k in row if k == "loss" or k.startswith("loss_")]  # DQN's key is "loss"
+    keep = ["fps", "train_return", "eval_return", *losses[:2]]
     out = {}
     for k in keep:
         v = row.get(k)
