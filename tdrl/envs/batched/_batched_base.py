@@ -13,9 +13,34 @@ from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.core import EnvBase, EnvCreator, EnvMeta
 from tdrl.envs.core._keys import broadcast_mask
 
-__all__ = ["BatchedEnvBase", "EnvFactory"]
+__all__ = ["BatchedEnvBase", "EnvFactory", "check_torchrl_options"]
 
 EnvFactory = Callable[..., EnvBase]
+
+# TorchRL batched-env options tdrl cannot honour: name -> (accepted values, why).
+_REFUSED: dict[str, tuple[tuple[Any, ...], str]] = {
+    "pin_memory": ((False,), "outputs are fresh tensors; call .pin_memory() on them"),
+    "share_individual_td": ((None, False), "the batch is always one TensorDict, not a lazy stack"),
+    "shared_memory": ((True,), "workers always exchange data through shared memory"),
+    "memmap": ((False,), "outputs are fresh in-memory tensors"),
+    "policy_proof": ((None,), "entries the specs do not declare stay in the parent"),
+    "allow_step_when_done": ((False,), "done sub-envs are reset through partial resets"),
+    "non_blocking": ((False,), "device moves are synchronous"),
+    "use_buffers": ((None, True), "preallocated buffers are always used"),
+    "metadata_from_workers": ((False,), "specs are read in the parent (EnvCreator caches them)"),
+    "daemon": ((False,), "workers are non-daemonic and exit with the parent (watchdog)"),
+}
+
+
+def check_torchrl_options(owner: str, options: Mapping[str, Any]) -> None:
+    """Raises ``ValueError`` for a TorchRL batched-env option set to a value tdrl cannot honour."""
+    for name, value in options.items():
+        accepted, why = _REFUSED[name]
+        if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
+            raise ValueError(
+                f"{owner}.__init__: {name}={value!r} is not supported (got {value!r}; expected "
+                f"{' or '.join(map(repr, accepted))}): {why}. Drop the argument."
+            )
 
 
 def _as_creators(
@@ -81,12 +106,20 @@ class BatchedEnvBase(EnvBase):
         num_workers: int,
         create_env_fn: EnvFactory | Sequence[EnvFactory],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        device: torch.device | str | None = None,
     ) -> None:
         name = type(self).__name__
         self._creators = _as_creators(name, num_workers, create_env_fn, create_env_kwargs)
         self.num_workers = num_workers
         meta = self._read_meta()
         self.sub_meta = meta
+        if device is not None and torch.device(device) != (meta.device or torch.device("cpu")):
+            self._close_sub_envs()
+            raise ValueError(
+                f"{name}.__init__: device differs from the sub-envs' device (got {device!r}; "
+                f"expected None or {meta.device or 'cpu'}). Build the sub-envs on that device."
+            )
         super().__init__(
             batch_size=(num_workers, *meta.batch_size),
             device=meta.device,
@@ -106,6 +139,9 @@ class BatchedEnvBase(EnvBase):
     # ------------------------------------------------------------------ subclass hooks
     def _read_meta(self) -> EnvMeta:
         raise NotImplementedError
+
+    def _close_sub_envs(self) -> None:
+        """Hook: closes sub-envs built by ``_read_meta`` when the constructor fails after it."""
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
         """Runs ``EnvRunner.<cmd>(*args)`` on each of ``workers``; returns their results."""

@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory
+from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory, check_torchrl_options
 from tdrl.envs.batched._pool import WorkerPool
-from tdrl.envs.batched._runner import Buffers
+from tdrl.envs.batched._runner import Buffers, EnvRunner
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.batched._worker import worker_main
-from tdrl.envs.core import EnvMeta
+from tdrl.envs.core import EnvBase, EnvMeta
 
 __all__ = ["ParallelEnv"]
 
@@ -54,13 +54,24 @@ class ParallelEnv(BatchedEnvBase):
         create_env_fn: a callable returning an :class:`EnvBase` (class, function, lambda,
             :class:`EnvCreator`), or a list with one per worker. Lambdas travel with cloudpickle.
         create_env_kwargs: keyword arguments of the factory: one dict, or one per worker.
+        device: the sub-envs' device (``None``: read from them); another device raises.
+        num_threads: torch intra-op threads of this (the parent) process, set when the workers
+            start (TorchRL's meaning; ``None`` leaves them as they are).
+        num_sub_threads: torch intra-op threads in each worker (default 1).
+        serial_for_single: with ``num_workers=1``, run the sub-env in this process (no worker
+            process; TorchRL returns a ``SerialEnv`` then, tdrl keeps the ``ParallelEnv`` type).
         mp_start_method: ``"spawn"`` (default), ``"fork"`` or ``"forkserver"``; the global
             multiprocessing start method is never changed.
-        num_threads: torch intra-op threads in each worker.
         step_timeout: seconds to wait for the workers' answer to any command (default 60).
         start_timeout: seconds to wait for the workers to start and build their envs (default
             120: spawn re-imports torch).
         shutdown_timeout: seconds ``close`` waits before killing the workers (default 10).
+
+    TorchRL's other constructor arguments are accepted at their defaults (``consolidate`` has
+    no effect: tensors never travel through the pipes); a value tdrl cannot honour
+    (``pin_memory=True``, ``memmap=True``, ``shared_memory=False``, ``policy_proof``,
+    ``share_individual_td=True``, ``allow_step_when_done=True``, ``non_blocking=True``,
+    ``use_buffers=False``, ``metadata_from_workers=True``, ``daemon=True``) raises ``ValueError``.
 
     Examples:
         >>> from tdrl.testing import CountingEnv
@@ -77,12 +88,41 @@ class ParallelEnv(BatchedEnvBase):
         create_env_fn: EnvFactory | Sequence[EnvFactory],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         *,
+        pin_memory: bool = False,
+        share_individual_td: bool | None = None,
+        shared_memory: bool = True,
+        memmap: bool = False,
+        policy_proof: Any = None,
+        device: torch.device | str | None = None,
+        allow_step_when_done: bool = False,
+        num_threads: int | None = None,
+        num_sub_threads: int = 1,
+        serial_for_single: bool = False,
+        non_blocking: bool = False,
         mp_start_method: str | None = None,
-        num_threads: int = 1,
+        use_buffers: bool | None = None,
+        metadata_from_workers: bool = False,
+        consolidate: bool = True,
+        daemon: bool = False,
+        shutdown_timeout: float = 10.0,
         step_timeout: float = 60.0,
         start_timeout: float = 120.0,
-        shutdown_timeout: float = 10.0,
     ) -> None:
+        check_torchrl_options(
+            "ParallelEnv",
+            {
+                "pin_memory": pin_memory,
+                "share_individual_td": share_individual_td,
+                "shared_memory": shared_memory,
+                "memmap": memmap,
+                "policy_proof": policy_proof,
+                "allow_step_when_done": allow_step_when_done,
+                "non_blocking": non_blocking,
+                "use_buffers": use_buffers,
+                "metadata_from_workers": metadata_from_workers,
+                "daemon": daemon,
+            },
+        )
         method = "spawn" if mp_start_method is None else mp_start_method
         if method not in _START_METHODS:
             raise ValueError(
@@ -101,15 +141,27 @@ class ParallelEnv(BatchedEnvBase):
                 )
         self._pool: WorkerPool | None = None
         self._failure: str | None = None
+        # serial_for_single: one worker runs in this process (TorchRL returns a SerialEnv)
+        self.in_process = bool(serial_for_single) and num_workers == 1
+        self._local: list[EnvBase] = []
+        self._runners: list[EnvRunner] = []
         self.mp_start_method = method
-        self.num_threads = int(num_threads)
+        self.num_threads = num_threads
+        self.num_sub_threads = int(num_sub_threads)
         self.step_timeout = float(step_timeout)
         self.start_timeout = float(start_timeout)
         self.shutdown_timeout = float(shutdown_timeout)
-        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
 
     def _read_meta(self) -> EnvMeta:
+        if self.in_process:
+            self._local = [self._creators[0]()]
+            return EnvMeta.from_env(self._local[0])
         return self._creators[0].meta
+
+    def _close_sub_envs(self) -> None:
+        for env in self._local:
+            env.close()
 
     @property
     def worker_pids(self) -> list[int]:
@@ -118,8 +170,8 @@ class ParallelEnv(BatchedEnvBase):
 
     @property
     def is_started(self) -> bool:
-        """Whether the worker processes are running."""
-        return self._pool is not None
+        """Whether the worker processes are running (or, in process, the buffers are ready)."""
+        return self._pool is not None or bool(self._runners)
 
     def start(self) -> None:
         """Starts the workers now rather than on first use (no-op when running).
@@ -134,7 +186,7 @@ class ParallelEnv(BatchedEnvBase):
         self._ready_buffers()
 
     def _ready_buffers(self) -> Buffers:
-        if self._pool is not None:
+        if self._pool is not None or self._runners:
             return self._buffers  # type: ignore[return-value]
         if self.is_closed:
             reason = f" after a failure: {self._failure}" if self._failure else ""
@@ -142,11 +194,17 @@ class ParallelEnv(BatchedEnvBase):
                 f"ParallelEnv: the env is closed{reason} (got a call after close; expected "
                 "none). Build a new ParallelEnv."
             )
+        if self.num_threads is not None:  # TorchRL: the threads of this (the parent) process
+            torch.set_num_threads(int(self.num_threads))
+        if self.in_process:
+            self._buffers = self._make_buffers(self.device)
+            self._runners = [EnvRunner(self._local[0], self._buffers.row(0))]
+            return self._buffers
         buffers = self._make_buffers(torch.device("cpu")).share_memory_()
         pool = WorkerPool(
             "ParallelEnv",
             multiprocessing.get_context(self.mp_start_method),
-            num_threads=self.num_threads,
+            num_threads=self.num_sub_threads,
             step_timeout=self.step_timeout,
             start_timeout=self.start_timeout,
             shutdown_timeout=self.shutdown_timeout,
@@ -173,6 +231,8 @@ class ParallelEnv(BatchedEnvBase):
         return buffers
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
+        if self.in_process:
+            return [getattr(self._runners[w], cmd)(*args) for w in workers]
         pool = self._pool
         assert pool is not None
         try:
@@ -192,11 +252,13 @@ class ParallelEnv(BatchedEnvBase):
     def _close(self) -> None:
         pool, self._pool = self._pool, None
         self._buffers = None
+        self._runners = []
+        self._close_sub_envs()
         if pool is not None:
             pool.shutdown()
 
     def __getstate__(self) -> dict[str, Any]:
-        if self._pool is not None:
+        if self._pool is not None or self._local:
             raise TypeError(
                 "ParallelEnv.__getstate__: a started ParallelEnv cannot be pickled or copied (got "
                 "one with running workers; expected one not started yet). Pickle it before its "

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory
+import torch
+
+from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory, check_torchrl_options
 from tdrl.envs.batched._runner import Buffers, EnvRunner
 from tdrl.envs.core import EnvBase, EnvMeta
 
@@ -27,6 +29,15 @@ class SerialEnv(BatchedEnvBase):
         create_env_fn: a callable returning an :class:`EnvBase` (an env class, a lambda, an
             :class:`EnvCreator`), or a list with one per sub-env.
         create_env_kwargs: keyword arguments of the factory: one dict for all, or one per sub-env.
+        device: the sub-envs' device (``None``: read from them); another device raises.
+
+    TorchRL's other constructor arguments are accepted at their defaults; the options that only
+    concern worker processes (``shared_memory``, ``num_threads``, ``num_sub_threads``,
+    ``serial_for_single``, ``mp_start_method``, ``consolidate``, ``daemon``,
+    ``shutdown_timeout``) have no effect, as in TorchRL; a value tdrl cannot honour
+    (``pin_memory=True``, ``memmap=True``, ``policy_proof``, ``share_individual_td=True``,
+    ``allow_step_when_done=True``, ``non_blocking=True``, ``use_buffers=False``,
+    ``metadata_from_workers=True``) raises ``ValueError``.
 
     Raises:
         ValueError: the sub-envs do not have the same specs (the message names the first
@@ -46,10 +57,48 @@ class SerialEnv(BatchedEnvBase):
         num_workers: int,
         create_env_fn: EnvFactory | Sequence[EnvFactory],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        pin_memory: bool = False,
+        share_individual_td: bool | None = None,
+        shared_memory: bool = True,
+        memmap: bool = False,
+        policy_proof: Any = None,
+        device: torch.device | str | None = None,
+        allow_step_when_done: bool = False,
+        num_threads: int | None = None,
+        num_sub_threads: int = 1,
+        serial_for_single: bool = False,
+        non_blocking: bool = False,
+        mp_start_method: str | None = None,
+        use_buffers: bool | None = None,
+        metadata_from_workers: bool = False,
+        consolidate: bool = True,
+        daemon: bool = False,
+        shutdown_timeout: float = 10.0,
     ) -> None:
+        # shared_memory, num_threads, num_sub_threads, serial_for_single, mp_start_method,
+        # consolidate, daemon and shutdown_timeout only concern worker processes: no effect here
+        # (as in TorchRL's SerialEnv).
+        check_torchrl_options(
+            "SerialEnv",
+            {
+                "pin_memory": pin_memory,
+                "share_individual_td": share_individual_td,
+                "memmap": memmap,
+                "policy_proof": policy_proof,
+                "allow_step_when_done": allow_step_when_done,
+                "non_blocking": non_blocking,
+                "use_buffers": use_buffers,
+                "metadata_from_workers": metadata_from_workers,
+            },
+        )
         self._envs: list[EnvBase] = []
         self._runners: list[EnvRunner] = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
+
+    def _close_sub_envs(self) -> None:
+        for env in self._envs:
+            env.close()
 
     def _read_meta(self) -> EnvMeta:
         try:
