@@ -68,6 +68,8 @@ def full_range_box(
     shape: torch.Size, dtype: torch.dtype, device: torch.device | None
 ) -> ContinuousBox:
     """The box of an unbounded spec: the whole range of its dtype (as TorchRL reports it)."""
+    low: float
+    high: float
     if dtype is torch.bool:
         low, high = 0, 1
     else:
