@@ -25,6 +25,7 @@ from ._buffer_state import (
     read_buffer_dir,
     write_buffer_dir,
 )
+from ._buffer_transforms import TransformChain, first_element, pin
 from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
 from ._safe_io import checkpoint_errors
@@ -33,6 +34,34 @@ from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
 
 __all__ = ["ReplayBuffer"]
+
+
+def refuse_unsupported(owner: str, **args: tuple[Any, Any]) -> None:
+    """Raises for TorchRL arguments tdrl cannot honour, given with a non-default value.
+
+    Each keyword maps to ``(value, allowed)``; ``allowed`` is the default or a tuple of accepted
+    values.
+    """
+    for arg, (value, allowed) in args.items():
+        accepted = allowed if isinstance(allowed, tuple) else (allowed,)
+        if not any(value is a or (a is not None and value == a) for a in accepted):
+            raise ValueError(
+                f"{owner}: {arg} is not supported by tdrl (got {value!r}; expected "
+                f"{' or '.join(repr(a) for a in accepted)}). {_WHY.get(arg, 'Leave it at its default')}."
+            )
+
+
+_WHY = {
+    "sample_unit": "Use a SliceSampler for windows of steps",
+    "dim_extend": "Lay data out [env, time] with LazyTensorStorage(ndim=2) instead",
+    "checkpointer": "Buffers write pickle-free checkpoints with dumps()/loads()",
+    "consume_after_n_samples": "Call empty() after the samples you need",
+    "shared": "Buffers are shared by threads in one process, not across processes",
+    "service_backend": "Buffers run in the calling process",
+    "service_backend_options": "Buffers run in the calling process",
+    "transport": "Buffers run in the calling process",
+    "transport_options": "Buffers run in the calling process",
+}
 
 
 def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
@@ -83,13 +112,39 @@ class ReplayBuffer:
         *,
         storage: Storage | None = None,
         sampler: Sampler | None = None,
+        sample_unit: Any = None,
         writer: Writer | None = None,
-        transform: Callable[[Any], Any] | None = None,
-        batch_size: int | None = None,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
         prefetch: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        transform_factory: Callable[[], Callable[[Any], Any]] | None = None,
+        batch_size: int | None = None,
+        dim_extend: int | None = None,
+        checkpointer: Any = None,
         generator: torch.Generator | None = None,
+        consume_after_n_samples: int | None = None,
+        shared: bool = False,
+        compilable: bool | None = None,
+        delayed_init: bool | None = None,
+        service_backend: str = "direct",
+        service_backend_options: dict[str, Any] | None = None,
+        transport: str = "auto",
+        transport_options: dict[str, Any] | None = None,
     ) -> None:
         name = f"{type(self).__name__}.__init__"
+        refuse_unsupported(
+            name,
+            sample_unit=(sample_unit, None),
+            dim_extend=(dim_extend, None),
+            checkpointer=(checkpointer, None),
+            consume_after_n_samples=(consume_after_n_samples, None),
+            shared=(shared, False),
+            service_backend=(service_backend, "direct"),
+            service_backend_options=(service_backend_options, None),
+            transport=(transport, ("auto", "direct")),
+            transport_options=(transport_options, None),
+        )
         for arg, value, kind in (
             ("storage", storage, Storage),
             ("sampler", sampler, Sampler),
@@ -103,12 +158,35 @@ class ReplayBuffer:
             raise TypeError(
                 f"{name}: invalid generator (got {type(generator).__name__}; expected a torch.Generator). Pass torch.Generator().manual_seed(seed)."
             )
+        if transform is not None and transform_factory is not None:
+            raise ValueError(
+                f"{name}: transform and transform_factory are exclusive (got both). Pass one."
+            )
+        for arg, fn in (("collate_fn", collate_fn), ("transform_factory", transform_factory)):
+            if fn is not None and not callable(fn):
+                raise TypeError(
+                    f"{name}: invalid {arg} (got {type(fn).__name__}; expected a callable). Pass a function."
+                )
+        if pin_memory and not torch.cuda.is_available():
+            raise RuntimeError(
+                f"{name}: pin_memory=True needs a CUDA device (got none available; expected "
+                "torch.cuda.is_available()). Pass pin_memory=False on CPU-only machines."
+            )
         self._storage = storage if storage is not None else ListStorage(1000)
         self._sampler = sampler if sampler is not None else RandomSampler()
         self._writer = writer if writer is not None else RoundRobinWriter()
         self._sampler.check_storage(self._storage)
         self._writer.check_storage(self._storage)
-        self._transform = transform
+        self._transforms = TransformChain()
+        if transform_factory is not None:
+            transform = transform_factory()
+        if transform is not None:
+            self._transforms.insert(0, transform, invert=False)
+        self._collate_fn = collate_fn
+        self._pin_memory = bool(pin_memory)
+        # Accepted for TorchRL code: tdrl's buffers have no separate torch.compile mode (the
+        # sampling path holds no Python-side state that compile would need to skip).
+        self.compilable = bool(compilable)
         self._batch_size = _positive_or_none(name, "batch_size", batch_size)
         self._prefetch = _positive_or_none(name, "prefetch", prefetch)
         if self._prefetch and self._batch_size is None:
@@ -150,8 +228,108 @@ class ReplayBuffer:
 
     @property
     def transform(self) -> Callable[[Any], Any] | None:
-        """The callable applied to sampled batches."""
-        return self._transform
+        """The transform applied to sampled batches: the only one, or a chain of several."""
+        if not len(self._transforms):
+            return None
+        return self._transforms[0] if len(self._transforms) == 1 else self._transforms
+
+    def append_transform(self, transform: Callable[[Any], Any], *, invert: bool = False) -> Any:
+        """Adds a transform after the others and returns the buffer (as TorchRL).
+
+        Sampled data (and :meth:`__getitem__`) goes through the transforms in order; written
+        data goes through their inverse maps (``transform.inv`` of tdrl Transforms) in reverse
+        order. With ``invert=True`` the transform's forward call runs on written data instead.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10)).append_transform(lambda x: x * 10)
+            >>> _ = rb.extend(torch.arange(3))
+            >>> rb[2], rb.storage.get(torch.tensor([2]))
+            (tensor(20), tensor([2]))
+        """
+        return self.insert_transform(len(self._transforms), transform, invert=invert)
+
+    def insert_transform(
+        self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> Any:
+        """Inserts a transform at position ``index`` and returns the buffer (as TorchRL).
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), transform=lambda x: x + 1)
+            >>> _ = rb.insert_transform(0, lambda x: x * 10).extend(torch.arange(3))
+            >>> rb[1]
+            tensor(11)
+        """
+        self._transforms.insert(index, transform, invert=invert)
+        return self
+
+    def __getitem__(self, index: Any) -> Any:
+        """Reads stored elements by position (``0 .. len - 1``), transforms applied (TorchRL).
+
+        ``index`` is an int (one element, without a batch dim), a slice, a 1-D tensor or list of
+        positions (negative ones count from the end), or a TensorDict key (``rb["obs"]`` is
+        ``rb[:]["obs"]``). Nothing is sampled and no ``"index"`` entry is added.
+
+        Raises:
+            IndexError: if a position is outside ``[-len, len)``.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend({"obs": torch.arange(5)})
+            >>> rb[1]["obs"], rb[-2:]["obs"], rb[[0, 3]]["obs"]
+            (tensor(1), tensor([3, 4]), tensor([0, 3]))
+        """
+        if isinstance(index, str) or (
+            isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
+        ):
+            return self[:][index]
+        positions, single = self._positions(index)
+        if not positions.numel():
+            raise IndexError(
+                f"{type(self).__name__}.__getitem__: empty selection (got {index!r} with "
+                f"len={len(self)}). Select at least one element."
+            )
+        with self._lock:
+            data = first_element(self._storage.get(positions)) if single else self._read(positions)
+        return self._transforms(data) if len(self._transforms) else data
+
+    def _positions(self, index: Any) -> tuple[torch.Tensor, bool]:
+        n = len(self)
+        if isinstance(index, slice):
+            return torch.arange(n)[index], False
+        if isinstance(index, bool) or not isinstance(index, (int, list, range, torch.Tensor)):
+            raise TypeError(
+                f"{type(self).__name__}.__getitem__: invalid index (got {type(index).__name__}; "
+                "expected an int, a slice, a 1-D tensor or list of ints, or a key). Fix the index."
+            )
+        positions = torch.as_tensor(index if not isinstance(index, range) else list(index))
+        if positions.dim() > 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(
+                f"{type(self).__name__}.__getitem__: invalid index (got a {positions.dtype} "
+                f"tensor of shape {list(positions.shape)}; expected integer positions, 0-D or "
+                "1-D). Fix the index."
+            )
+        positions = positions.long().cpu()
+        if positions.numel():
+            low, high = (int(x) for x in torch.aminmax(positions))
+            if low < -n or high >= n:
+                raise IndexError(
+                    f"{type(self).__name__}.__getitem__: index out of range (got [{low}, {high}]; "
+                    f"expected -{n} <= index < {n}). Index stored elements only."
+                )
+        positions = torch.where(positions < 0, positions + n, positions)
+        return positions.reshape(-1), positions.dim() == 0
+
+    def _read(self, index: torch.Tensor) -> Any:
+        """The elements at ``index``, through ``collate_fn``: as TorchRL, it gets a list of
+        elements from a :class:`~tdrl.data.ListStorage` and the stacked batch otherwise."""
+        if self._collate_fn is None:
+            return self._storage.get(index)
+        if isinstance(self._storage, ListStorage):
+            return self._collate_fn(self._storage.get_items(index))
+        return self._collate_fn(self._storage.get(index))
 
     def __len__(self) -> int:
         return len(self._storage)
@@ -198,6 +376,8 @@ class ReplayBuffer:
         return data
 
     def _write(self, data: Any, single: bool) -> torch.Tensor:
+        if len(self._transforms):
+            data = self._transforms.inv(data)
         data = self._prepare_data(data)
         batch = self._storage.prepare(data, single=single)
         slots = self._writer.write(self._storage, batch)
@@ -238,12 +418,14 @@ class ReplayBuffer:
     def _sample_now(self, batch_size: int) -> tuple[Any, dict[str, torch.Tensor], bool]:
         with self._lock:
             index, extra = self._sampler.sample(self._storage, batch_size, self._generator)
-            data = self._storage.get(index)
+            data = self._read(index)
             ran_out = self._sampler.ran_out
         info = {"index": index, **extra}
         data = self._attach(data, info)
-        if self._transform is not None:
-            data = self._transform(data)
+        if len(self._transforms):
+            data = self._transforms(data)
+        if self._pin_memory:
+            data = pin(data)
         return data, info, ran_out
 
     def _attach(self, data: Any, info: dict[str, torch.Tensor]) -> Any:

@@ -255,8 +255,12 @@ class PrioritizedSampler(Sampler):
         beta: how strongly importance weights correct the skew (1: fully); may be annealed by
             assigning :attr:`beta`.
         eps: added to priorities so that no element has weight 0.
+        dtype: TorchRL's tree dtype: float32 (default) or float64 are accepted; the trees always
+            compute in float64.
         reduction: how :meth:`~tdrl.data.TensorDictReplayBuffer.update_tensordict_priority`
             reduces extra priority dims: ``"max"``, ``"min"``, ``"sum"``, ``"mean"``, ``"median"``.
+        max_priority_within_buffer: only ``False`` (the largest priority ever seen is used).
+        device: only ``None`` or ``"cpu"`` (the trees live on the CPU).
 
     Examples:
         >>> from tdrl.data import LazyTensorStorage, PrioritizedSampler, ReplayBuffer
@@ -274,8 +278,27 @@ class PrioritizedSampler(Sampler):
         alpha: float,
         beta: float,
         eps: float = 1e-8,
+        dtype: torch.dtype = torch.float32,
         reduction: str = "max",
+        max_priority_within_buffer: bool = False,
+        device: torch.device | str | None = None,
     ) -> None:
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(
+                f"PrioritizedSampler.__init__: unsupported dtype (got {dtype!r}; expected "
+                "torch.float32 or torch.float64). The trees always compute in float64; leave "
+                "dtype at its default."
+            )
+        if max_priority_within_buffer:
+            raise ValueError(
+                "PrioritizedSampler.__init__: max_priority_within_buffer=True is not supported "
+                "(got True; expected False). New elements get the largest priority ever seen."
+            )
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(
+                f"PrioritizedSampler.__init__: unsupported device (got {device!r}; expected None "
+                "or 'cpu'). The trees live on the CPU; the storage may be on any device."
+            )
         if not isinstance(max_capacity, int) or max_capacity < 1:
             raise ValueError(
                 f"PrioritizedSampler.__init__: invalid max_capacity (got {max_capacity!r}; expected an int "

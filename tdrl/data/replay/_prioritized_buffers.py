@@ -7,13 +7,23 @@ from typing import Any
 
 import torch
 
-from ._buffers import ReplayBuffer
+from ._buffers import ReplayBuffer, refuse_unsupported
 from ._prioritized import PrioritizedSampler
+from ._samplers import Sampler
 from ._storages import ListStorage, Storage
 from ._td_buffers import TensorDictReplayBuffer
 from ._writers import Writer
 
 __all__ = ["PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
+
+
+def _check_prioritized_args(where: str, dtype: Any, sampler_device: Any, sync: bool) -> None:
+    refuse_unsupported(where, sampler_device=(sampler_device, (None, "cpu")), sync=(sync, True))
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"{where}: unsupported dtype (got {dtype!r}; expected torch.float32 or torch.float64). "
+            "tdrl's sum tree always computes in float64; leave dtype at its default."
+        )
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -26,8 +36,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
         beta: importance-weight exponent.
         eps: added to priorities.
+        dtype: TorchRL's sum-tree dtype; float32 (default) and float64 are accepted, tdrl's sum
+            tree always computes in float64.
         storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
-        writer, transform, batch_size, prefetch, generator: as in :class:`ReplayBuffer`.
+        sampler: replaces the default ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``.
+        sampler_device, sync: TorchRL arguments; only ``None``/``"cpu"`` and ``True``.
+        sample_unit, collate_fn, pin_memory, prefetch, transform, batch_size, dim_extend,
+            delayed_init, transport, transport_options, writer, generator: as in
+            :class:`ReplayBuffer` (``writer`` and ``generator`` are tdrl additions, last).
 
     Examples:
         >>> from tdrl.data import LazyTensorStorage, PrioritizedReplayBuffer
@@ -45,22 +61,44 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         alpha: float,
         beta: float,
         eps: float = 1e-8,
+        dtype: torch.dtype = torch.float32,
         storage: Storage | None = None,
-        writer: Writer | None = None,
+        sampler: Sampler | None = None,
+        sample_unit: Any = None,
+        sampler_device: Any = None,
+        sync: bool = True,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        prefetch: int | None = None,
         transform: Callable[[Any], Any] | None = None,
         batch_size: int | None = None,
-        prefetch: int | None = None,
+        dim_extend: int | None = None,
+        delayed_init: bool = False,
+        transport: str = "auto",
+        transport_options: dict[str, Any] | None = None,
+        writer: Writer | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
+        where = f"{type(self).__name__}.__init__"
+        _check_prioritized_args(where, dtype, sampler_device, sync)
         storage = storage if storage is not None else ListStorage(1000)
+        if sampler is None:
+            sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps)
         super().__init__(
             storage=storage,
-            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps),
+            sampler=sampler,
+            sample_unit=sample_unit,
             writer=writer,
+            collate_fn=collate_fn,
+            pin_memory=pin_memory,
             transform=transform,
             batch_size=batch_size,
             prefetch=prefetch,
+            dim_extend=dim_extend,
             generator=generator,
+            delayed_init=delayed_init,
+            transport=transport,
+            transport_options=transport_options,
         )
 
     def sample(self, batch_size: int | None = None, *, return_info: bool = True) -> Any:
@@ -82,7 +120,10 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         reduction: how extra priority dims are reduced.
         priority_key: the priority entry (default ``"td_error"``).
         storage: defaults to ``ListStorage(1000)``; the sampler tracks ``storage.max_size``.
-        writer, transform, batch_size, prefetch, generator: as in :class:`~tdrl.data.ReplayBuffer`.
+        sampler_device, sync: TorchRL arguments; only ``None``/``"cpu"`` and ``True``.
+        sample_unit, collate_fn, pin_memory, prefetch, transform, batch_size, dim_extend,
+            generator, shared, compilable, transport, transport_options, writer: as in
+            :class:`~tdrl.data.ReplayBuffer` (``writer`` is a tdrl addition, last).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -101,24 +142,45 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         *,
         alpha: float,
         beta: float,
-        eps: float = 1e-8,
-        reduction: str = "max",
         priority_key: Any = "td_error",
+        eps: float = 1e-8,
         storage: Storage | None = None,
-        writer: Writer | None = None,
-        transform: Callable[[Any], Any] | None = None,
-        batch_size: int | None = None,
+        sample_unit: Any = None,
+        sampler_device: Any = None,
+        sync: bool = True,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
         prefetch: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        reduction: str = "max",
+        batch_size: int | None = None,
+        dim_extend: int | None = None,
         generator: torch.Generator | None = None,
+        shared: bool = False,
+        compilable: bool = False,
+        transport: str = "auto",
+        transport_options: dict[str, Any] | None = None,
+        writer: Writer | None = None,
     ) -> None:
+        _check_prioritized_args(
+            f"{type(self).__name__}.__init__", torch.float32, sampler_device, sync
+        )
         storage = storage if storage is not None else ListStorage(1000)
         super().__init__(
             priority_key=priority_key,
             storage=storage,
-            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps, reduction),
+            sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps, reduction=reduction),
+            sample_unit=sample_unit,
             writer=writer,
+            collate_fn=collate_fn,
+            pin_memory=pin_memory,
             transform=transform,
             batch_size=batch_size,
             prefetch=prefetch,
+            dim_extend=dim_extend,
             generator=generator,
+            shared=shared,
+            compilable=compilable,
+            transport=transport,
+            transport_options=transport_options,
         )

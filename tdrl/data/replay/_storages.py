@@ -301,6 +301,20 @@ class ListStorage(Storage):
         columns = [torch.stack(column) for column in zip(*items)]
         return unflatten(self._structure, columns, (len(items),))
 
+    def get_items(self, index: torch.Tensor) -> list[Any]:
+        """Returns the elements at ``index`` as a list, unstacked (what a ``collate_fn`` gets).
+
+        Examples:
+            >>> s = ListStorage(5)
+            >>> s.write_range(0, s.prepare(torch.arange(4)))
+            >>> s.get_items(torch.tensor([3, 1]))
+            [tensor(3), tensor(1)]
+        """
+        items = [self._items[i] for i in index.tolist()]
+        if self._structure is None:
+            return items
+        return [unflatten(self._structure, list(item), ()) for item in items]
+
     def get_leaf(self, key: Any) -> torch.Tensor:
         """Stacks leaf ``key`` (a TensorDict key or a pytree key path) of every valid element."""
         path = key if isinstance(key, tuple) else (key,)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -10,9 +9,7 @@ from tensordict import TensorDictBase
 
 from ._buffers import ReplayBuffer
 from ._prioritized import PrioritizedSampler
-from ._samplers import Sampler
-from ._storages import Batch, Storage
-from ._writers import Writer
+from ._storages import Batch
 
 __all__ = ["TensorDictReplayBuffer"]
 
@@ -63,8 +60,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
 
     Args:
         priority_key: the entry :meth:`update_tensordict_priority` reads priorities from.
-        storage, sampler, writer, transform, batch_size, prefetch, generator: as in
-            :class:`~tdrl.data.ReplayBuffer`.
+        **kwargs: every argument of :class:`~tdrl.data.ReplayBuffer` (``storage``,
+            ``sampler``, ``writer``, ``collate_fn``, ``transform``, ``batch_size``, ...).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -76,27 +73,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
         (torch.Size([4]), ['index', 'next', 'obs'])
     """
 
-    def __init__(
-        self,
-        *,
-        priority_key: Any = "td_error",
-        storage: Storage | None = None,
-        sampler: Sampler | None = None,
-        writer: Writer | None = None,
-        transform: Callable[[Any], Any] | None = None,
-        batch_size: int | None = None,
-        prefetch: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__(
-            storage=storage,
-            sampler=sampler,
-            writer=writer,
-            transform=transform,
-            batch_size=batch_size,
-            prefetch=prefetch,
-            generator=generator,
-        )
+    def __init__(self, *, priority_key: Any = "td_error", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.priority_key = priority_key
 
     def _prepare_data(self, data: Any) -> Any:
