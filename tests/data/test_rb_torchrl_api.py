@@ -137,3 +137,16 @@ def test_prioritized_arguments_follow_torchrl():
     )
     factory_rb.extend(torch.ones(2))
     assert factory_rb[0].item() == 3.0
+
+
+@pytest.mark.parametrize("cache_values", [False, True])
+def test_slice_sampler_cache_values_sees_new_writes(cache_values):
+    from tdrl.data import SliceSampler
+
+    sampler = SliceSampler(slice_len=2, traj_key="traj", cache_values=cache_values)
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(20), sampler=sampler, batch_size=4)
+    rb.extend(TensorDict({"traj": torch.zeros(2, dtype=torch.long)}, [2]))
+    assert set(rb.sample()["traj"].tolist()) == {0}
+    rb.extend(TensorDict({"traj": torch.ones(18, dtype=torch.long)}, [18]))
+    seen = {t for _ in range(20) for t in rb.sample()["traj"].tolist()}
+    assert seen == {0, 1}

@@ -45,6 +45,9 @@ class SliceSampler(Sampler):
         slice_len: the steps per slice (give this or ``num_slices``).
         end_key: the end-of-trajectory flag entry.
         traj_key: the trajectory-id entry (instead of ``end_key``).
+        cache_values: accepted for TorchRL code. tdrl always caches the trajectory boundaries
+            between samples and recomputes them after every write, which is what TorchRL's
+            ``cache_values=True`` does; ``False`` changes nothing observable either.
         strict_length: only sample full-length slices.
 
     Examples:
@@ -65,6 +68,7 @@ class SliceSampler(Sampler):
         slice_len: int | None = None,
         end_key: Any = None,
         traj_key: Any = None,
+        cache_values: bool = False,
         strict_length: bool = True,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
@@ -88,6 +92,7 @@ class SliceSampler(Sampler):
         self.traj_key = traj_key
         self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
         self.strict_length = strict_length
+        self.cache_values = bool(cache_values)
         self._stamp = torch.empty(0, dtype=torch.long)
         self._clock = 0
         self._cache: tuple[int, int, tuple[torch.Tensor, ...]] | None = None
