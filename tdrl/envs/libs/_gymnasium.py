@@ -11,6 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core import EnvBase
 from tdrl.envs.libs._gym_info import InfoReader
+from tdrl.envs.libs._gym_pixels import PixelReader
 from tdrl.envs.libs._gym_spaces import make_codec
 from tdrl.specs import Composite, TensorSpec, Unbounded
 
@@ -57,6 +58,12 @@ class GymWrapper(EnvBase):
     Args:
         env: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``.
         categorical_action_encoding: discrete spaces as indices instead of one-hot vectors.
+        from_pixels: return the frame of ``env.render()`` (the env must have
+            ``render_mode="rgb_array"``) as ``"pixels"`` (uint8 ``[H, W, 3]``, an ``Unbounded``
+            spec). Single envs only.
+        pixels_only: with ``from_pixels``, drop the state observation (default False, TorchRL's
+            ``GymWrapper`` default).
+        frame_skip: only ``None``/1 (use ``FrameSkipTransform``).
         info_keys: info entries to copy into the data (next to the observations, in the
             observation spec): a list of keys whose specs are inferred from the info of a first
             reset, or a mapping from key to the spec of one (unbatched) env for keys that only
@@ -81,13 +88,26 @@ class GymWrapper(EnvBase):
 
     def __init__(
         self,
-        env: Any,
-        *,
+        env: Any = None,
         categorical_action_encoding: bool = False,
+        *,
+        from_pixels: bool = False,
+        pixels_only: bool = False,
+        frame_skip: int | None = None,
         info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
         device: torch.device | str | None = None,
         allow_done_after_reset: bool = False,
     ) -> None:
+        if env is None:
+            raise TypeError(
+                f"{type(self).__name__}.__init__: no env to wrap (got env=None; expected a "
+                "gymnasium.Env or VectorEnv). Pass GymWrapper(gymnasium.make(...))."
+            )
+        if frame_skip not in (None, 1):
+            raise ValueError(
+                f"{type(self).__name__}.__init__: frame_skip is not supported (got "
+                f"{frame_skip!r}; expected None or 1). Add a FrameSkipTransform instead."
+            )
         gym = import_gymnasium()
         self.is_vector = isinstance(env, gym.vector.VectorEnv)
         batch = (int(env.num_envs),) if self.is_vector else ()
@@ -109,6 +129,17 @@ class GymWrapper(EnvBase):
         reserved += list(obs_spec.keys()) if self._obs_is_dict else ["observation"]  # type: ignore[attr-defined]
         # One reset tells which info entries exist (and their shapes and dtypes).
         _, info = env.reset()
+        self.from_pixels, self.pixels_only = bool(from_pixels), bool(pixels_only)
+        self._pixels: PixelReader | None = None
+        if from_pixels:
+            if self.is_vector:
+                raise ValueError(
+                    f"{type(self).__name__}.__init__: from_pixels is not supported on vector "
+                    "envs (got a VectorEnv; expected a single gymnasium.Env). Batch single "
+                    "pixel envs with SerialEnv/ParallelEnv."
+                )
+            self._pixels = PixelReader(env, type(self).__name__, dev)
+            reserved.append("pixels")
         self._info = InfoReader(info, info_keys, b, dev, reserved)
         self._set_specs()
         self._pending_seed: int | None = None
@@ -123,6 +154,10 @@ class GymWrapper(EnvBase):
             obs = obs_spec.clone()
         else:
             obs = Composite(observation=obs_spec, shape=b, device=dev)
+        if self._pixels is not None:
+            if self.pixels_only:
+                obs = Composite(shape=b, device=dev)
+            obs["pixels"] = self._pixels.spec
         for key, spec in self._info.specs.items():
             obs[key] = spec
         self.full_observation_spec = obs
@@ -134,8 +169,12 @@ class GymWrapper(EnvBase):
 
     # ------------------------------------------------------------------ conversion
     def _observation(self, obs: Any, info: Mapping[str, Any]) -> dict[str, Any]:
-        value = self._obs_codec.decode(obs)
-        data = dict(value.items()) if self._obs_is_dict else {"observation": value}
+        data: dict[str, Any] = {}
+        if self._pixels is not None:
+            data["pixels"] = self._pixels.read()
+        if not (self._pixels is not None and self.pixels_only):
+            value = self._obs_codec.decode(obs)
+            data.update(dict(value.items()) if self._obs_is_dict else {"observation": value})
         self._info.read(info, data)
         return data
 
@@ -255,6 +294,10 @@ class GymEnv(GymWrapper):
         vectorization_mode: ``"sync"`` (sub-envs in this process) or ``"async"`` (one worker
             process per sub-env).
         categorical_action_encoding: see :class:`GymWrapper`.
+        from_pixels: also build the env with ``render_mode="rgb_array"`` and return the rendered
+            frame as ``"pixels"`` (uint8 ``[H, W, 3]``), as TorchRL does.
+        pixels_only: with ``from_pixels``, return only ``"pixels"`` (default True, TorchRL's
+            ``GymEnv`` default); False keeps the state observation too.
         info_keys: see :class:`GymWrapper`.
         device: device of the data and specs.
         **kwargs: passed to ``gymnasium.make`` (or to every sub-env of ``make_vec``).
@@ -277,11 +320,16 @@ class GymEnv(GymWrapper):
         num_envs: int | None = None,
         vectorization_mode: str = "sync",
         categorical_action_encoding: bool = False,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int | None = None,
         info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
         device: torch.device | str | None = None,
         **kwargs: Any,
     ) -> None:
         gym = import_gymnasium()
+        if from_pixels:
+            kwargs.setdefault("render_mode", "rgb_array")
         if num_envs is None:
             env = gym.make(env_name, **kwargs)
         else:
@@ -289,7 +337,10 @@ class GymEnv(GymWrapper):
         self.env_name = env_name
         super().__init__(
             env,
-            categorical_action_encoding=categorical_action_encoding,
+            categorical_action_encoding,
+            from_pixels=from_pixels,
+            pixels_only=pixels_only,
+            frame_skip=frame_skip,
             info_keys=info_keys,
             device=device,
         )
