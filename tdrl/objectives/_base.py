@@ -56,8 +56,11 @@ def normalize_key(key: NestedKey) -> NestedKey:
 class LossModule(nn.Module):
     """Base class of tdrl losses.
 
-    A loss reads a batch (never modifying it) and returns a TensorDict of ``loss_*`` terms (sum
-    them to backpropagate) plus detached diagnostics. Subclasses declare:
+    A loss reads a batch and returns a TensorDict of ``loss_*`` terms (sum them to backpropagate)
+    plus detached diagnostics. The only entry ``forward`` writes into the batch is the per-sample
+    TD error of losses with a ``priority`` key (``"td_error"``: DQN, DDPG, TD3, SAC, REDQ, CQL,
+    IQL and their discrete forms), as TorchRL's losses do, so that TorchRL's pattern
+    ``loss(batch); buffer.update_tensordict_priority(batch)`` works. Subclasses declare:
 
     - ``Keys``: a frozen dataclass of the data keys they read and write (per instance: change them
       with ``set_keys``);
@@ -310,7 +313,22 @@ def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
         if self._pending_targets and args:
             self._materialize_targets(args[0])
         with set_recurrent_mode(True):
-            return method(self, *args, **kwargs)
+            out = method(self, *args, **kwargs)
+        if method.__name__ == "forward":
+            _write_priority(self, args[0] if args else kwargs.get("tensordict"), out)
+        return out
 
     wrapper._tdrl_sequence_mode = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _write_priority(loss: Any, tensordict: Any, out: Any) -> None:
+    """Writes the loss's per-sample TD error into its input batch (TorchRL's ``priority`` key)."""
+    key = getattr(loss.tensor_keys, "priority", None)
+    if key is None or not isinstance(tensordict, TensorDictBase):
+        return
+    if not isinstance(out, TensorDictBase):
+        return
+    error = out.get(key, None)
+    if error is not None:
+        tensordict.set(key, error)

@@ -82,6 +82,7 @@ class CQLLoss(SACLoss):
 
     _backup_entropy = False
     _weights_supported = False
+    _squared_error = True
     action_low: Tensor
     action_high: Tensor
 

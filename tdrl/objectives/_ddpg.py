@@ -43,7 +43,8 @@ class DDPGLoss(LossModule):
     Output: ``"loss_actor"`` (``-Q(s, mu(s))`` averaged; it trains the actor only: the critic
     is evaluated with detached weights), ``"loss_value"`` (the critic's mean distance to its
     target, weighted by ``"priority_weight"`` when present as in TorchRL), and detached
-    diagnostics ``"td_error"`` (per sample, shape ``batch.batch_size``), ``"pred_value"`` and
+    diagnostics ``"td_error"`` (the squared error per sample, shape ``batch.batch_size``, also
+    written into the batch as TorchRL does), ``"pred_value"`` and
     ``"target_value"`` (means), ``"pred_value_max"`` and ``"target_value_max"``.
 
     Args:

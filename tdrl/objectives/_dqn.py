@@ -44,10 +44,10 @@ class DQNLoss(LossModule):
     Output: ``"loss"`` (the mean distance, TorchRL's key; weighted by the batch's
     ``"priority_weight"`` when present and ``use_prioritized_weights`` is ``"auto"``/``True``,
     as TorchRL's) and the detached ``"td_error"``
-    (``|Q(s, a) - target|`` per sample, shape ``batch.batch_size``; extra dims such as agents
-    are averaged). To feed a prioritized replay buffer, copy
-    it back: ``batch.set("td_error", out["td_error"])``, then
-    ``buffer.update_tensordict_priority(batch)`` (the loss never writes into its input).
+    (``(Q(s, a) - target) ** 2`` per sample as in TorchRL, shape ``batch.batch_size``; extra
+    dims such as agents are averaged). As TorchRL's, the loss also writes ``"td_error"`` into
+    ``batch`` (its only write), so ``loss(batch)`` followed by
+    ``buffer.update_tensordict_priority(batch)`` feeds a prioritized replay buffer.
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).

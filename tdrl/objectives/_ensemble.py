@@ -190,6 +190,7 @@ def ensemble_distance(
     td: TensorDictBase,
     weight_key: NestedKey | None = None,
     members: str = "sum",
+    squared: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Regression of every member on one target.
 
@@ -201,13 +202,15 @@ def ensemble_distance(
         weight_key: the per-sample weights in ``td`` (see ``batch_mean``), or None.
         members: ``"sum"`` (TorchRL's SAC, TD3, IQL, CQL) or ``"mean"`` (TorchRL's REDQ) of
             the members' losses.
+        squared: the TD error is the squared error (TorchRL's TD3, IQL, CQL, REDQ) rather than
+            the absolute one (TorchRL's SAC).
 
     Returns:
         ``(loss, td_error)``: the sum (or mean) over members of their mean distance, and the
-        largest absolute error among the members per sample (shape ``batch``).
+        largest (squared or absolute) error among the members per sample (shape ``batch``).
     """
     per_member = distance(pred, target, loss_function)
     combined = per_member.sum(0) if members == "sum" else per_member.mean(0)
     loss = batch_mean(combined, td, weight_key)
-    td_error = per_sample((pred.detach() - target).abs().amax(0), td.batch_dims)
+    td_error = per_sample((pred.detach() - target).abs().amax(0), td.batch_dims, squared)
     return loss, td_error

@@ -45,8 +45,8 @@ class IQLLoss(LossModule):
     - ``loss_actor``: ``-exp(temperature * (Q' - V)) * log pi(a|s)`` (weights clipped at 100
       and detached).
 
-    Diagnostics: ``"td_error"`` (the largest critic error per sample, shape
-    ``batch.batch_size``), ``"pred_value"``, ``"target_value"``, ``"state_value"`` (mean V).
+    Diagnostics: ``"td_error"`` (the largest squared critic error per sample, shape
+    ``batch.batch_size``, also written into the batch as TorchRL does), ``"pred_value"``, ``"target_value"``, ``"state_value"`` (mean V).
 
     Args:
         actor_network: the stochastic policy.

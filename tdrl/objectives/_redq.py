@@ -117,6 +117,7 @@ class REDQLoss(SACLoss):
 
     _weights_supported = False
     _members = "mean"
+    _squared_error = True
 
     def _target_members(self) -> TensorDictBase:
         params = ensemble_target(self)

@@ -93,7 +93,8 @@ class SACLoss(_EntropyRegularized):
       ``fixed_alpha``.
 
     Diagnostics (detached): ``"alpha"``, ``"entropy"`` (``-log pi`` averaged), ``"td_error"``
-    (the largest critic error per sample, shape ``batch.batch_size``), ``"pred_value"``,
+    (the largest absolute critic error per sample, shape ``batch.batch_size``, also written
+    into the batch as TorchRL does; REDQ and CQL: the largest squared error), ``"pred_value"``,
     ``"target_value"``.
 
     Args:
@@ -158,6 +159,7 @@ class SACLoss(_EntropyRegularized):
     # TorchRL's SAC weights its Q loss by the priority weights; its REDQ and CQL do not.
     _weights_supported = True
     _members = "sum"
+    _squared_error = False  # TorchRL: SAC's priority is |error|, REDQ's and CQL's error ** 2
 
     def __init__(
         self,
@@ -251,7 +253,7 @@ class SACLoss(_EntropyRegularized):
         weighted = self._weights_supported and self.use_prioritized_weights
         weight_key = self.tensor_keys.priority_weight if weighted else None
         loss, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, weight_key, self._members
+            pred, target, self.loss_function, td, weight_key, self._members, self._squared_error
         )
         terms = {
             "loss_qvalue": loss,

@@ -44,8 +44,9 @@ class DiscreteSACLoss(_EntropyRegularized):
       values are detached).
     - ``loss_alpha``: ``log_alpha * (entropy - target_entropy)``, zero with ``fixed_alpha``.
 
-    Diagnostics (detached): ``"alpha"``, ``"entropy"``, ``"td_error"`` (the largest critic
-    error per sample, shape ``batch.batch_size``), ``"pred_value"``, ``"target_value"``.
+    Diagnostics (detached): ``"alpha"``, ``"entropy"``, ``"td_error"`` (the largest absolute
+    critic error per sample, shape ``batch.batch_size``, also written into the batch as TorchRL
+    does), ``"pred_value"``, ``"target_value"``.
 
     Args:
         actor_network: the stochastic policy over ``num_actions`` actions.
@@ -174,7 +175,7 @@ class DiscreteSACLoss(_EntropyRegularized):
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
         weight_key = keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict, weight_key
+            pred, target, self.loss_function, tensordict, weight_key, squared=False
         )
         probs, log_probs = policy_probs(self.actor_network, tensordict.copy())
         q = values.detach().amin(0)

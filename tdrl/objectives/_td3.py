@@ -45,8 +45,8 @@ class TD3Loss(LossModule):
 
     Output: ``"loss_actor"`` (trains the actor only), ``"loss_qvalue"`` (the sum over critics
     of their mean distance to the target, weighted by ``"priority_weight"`` when present as in
-    TorchRL), detached ``"td_error"`` (the largest error among the critics per sample, shape
-    ``batch.batch_size``), ``"pred_value"``, ``"target_value"``, ``"next_state_value"`` and
+    TorchRL), detached ``"td_error"`` (the largest squared error among the critics per sample, shape
+    ``batch.batch_size``, also written into the batch as TorchRL does), ``"pred_value"``, ``"target_value"``, ``"next_state_value"`` and
     ``"state_action_value_actor"``. :meth:`actor_loss` and :meth:`value_loss` compute each part
     alone (TorchRL's methods).
 

@@ -99,9 +99,15 @@ def check_prioritized_weights(value: str | bool, where: str) -> str | bool:
     return value
 
 
-def per_sample(error: Tensor, batch_dims: int) -> Tensor:
-    """Averages ``|error|`` over every dim after the first ``batch_dims`` (agents, features)."""
-    error = error.detach().abs()
+def per_sample(error: Tensor, batch_dims: int, squared: bool = True) -> Tensor:
+    """The per-sample TD error: ``error ** 2`` (``|error|`` when not ``squared``).
+
+    TorchRL's priorities are squared errors (DQN, DDPG, TD3, IQL, CQL, REDQ) or absolute
+    errors (SAC, discrete SAC). Every dim after the first ``batch_dims`` (agents, features) is
+    averaged.
+    """
+    error = error.detach()
+    error = error.square() if squared else error.abs()
     trailing = error.shape[batch_dims:]
     if trailing.numel() == 1:  # e.g. [*B, 1]: a view, no reduction
         return error.reshape(error.shape[:batch_dims])

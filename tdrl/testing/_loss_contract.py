@@ -75,15 +75,21 @@ class LossContract:
             loss.set_keys(not_a_key_name="x")
 
     @pytest.mark.parametrize("nested", [False, True])
-    def test_contract_no_input_mutation(self, nested: bool) -> None:
+    def test_contract_input_gets_only_the_priority(self, nested: bool) -> None:
+        # As TorchRL's: the only entry a loss writes into its input is its TD error (priority).
         torch.manual_seed(0)
         loss = self.make_loss(nested)
         if nested:
             loss.set_keys(**self.nested_keys())
         batch = self.make_batch(nested)
         before = batch.clone()
-        loss(batch)
-        assert set(batch.keys(True, True)) == set(before.keys(True, True))
+        out = loss(batch)
+        priority = getattr(loss.tensor_keys, "priority", None)
+        written = set(batch.keys(True, True)) - set(before.keys(True, True))
+        assert written == ({priority} if priority is not None else set()), written
+        if priority is not None:
+            assert torch.equal(batch.get(priority), out.get(priority))
+            assert batch.get(priority).shape == batch.batch_size
         for key in before.keys(True, True):
             assert torch.equal(batch.get(key), before.get(key)), f"input entry {key} changed"
 

@@ -66,7 +66,7 @@ def plain_dqn_loss(q_net, target_net, batch, gamma, double):
         next_v = next_q.gather(-1, chooser.argmax(-1, keepdim=True))
         not_term = 1.0 - batch["next", "terminated"].float()
         y = batch["next", "reward"] + gamma * not_term * next_v
-    return (q - y).pow(2).mean(), (q - y).abs().squeeze(-1)
+    return (q - y).pow(2).mean(), (q - y).pow(2).squeeze(-1)  # TorchRL: squared
 
 
 @pytest.mark.parametrize("generic", [False, True])
@@ -125,10 +125,10 @@ def test_masked_next_actions_are_never_the_argmax():
     batch["next", "observation"] = torch.tensor([[1.0, 5.0, 2.0], [3.0, 9.0, 7.0]])
     batch["next", "reward"] = torch.zeros(2, 1)
     batch["next", "terminated"] = torch.zeros(2, 1, dtype=torch.bool)
-    # Q(s, a) = 0, so the TD error is the target.
-    assert loss(batch)["td_error"].tolist() == [5.0, 9.0]  # without a mask
+    # Q(s, a) = 0, so the TD error is the squared target (TorchRL's priority).
+    assert loss(batch)["td_error"].tolist() == [25.0, 81.0]  # without a mask
     batch["next", "action_mask"] = torch.tensor([[True, False, True], [True, False, True]])
-    assert loss(batch)["td_error"].tolist() == [2.0, 7.0]  # the best allowed actions
+    assert loss(batch)["td_error"].tolist() == [4.0, 49.0]  # the best allowed actions
 
 
 def test_truncated_bootstraps_terminated_does_not():
@@ -148,7 +148,7 @@ def test_truncated_bootstraps_terminated_does_not():
         },
         [2],
     )
-    assert loss(batch)["td_error"].tolist() == [1.0, 3.0]
+    assert loss(batch)["td_error"].tolist() == [1.0, 9.0]  # squared: 1, (1 + 0.5 * 4) ** 2
 
 
 def test_batch_dims_and_td_error_shape():
@@ -174,7 +174,7 @@ def test_td_lambda_estimator_on_trajectories():
         target = functional.td_lambda_return_estimate(
             0.9, 0.95, next_v, nxt["reward"], nxt["done"], nxt["terminated"]
         )
-    torch.testing.assert_close(out["td_error"], (pred - target).abs().squeeze(-1))
+    torch.testing.assert_close(out["td_error"], (pred - target).pow(2).squeeze(-1))
 
 
 def test_target_updaters_and_no_target():

@@ -112,7 +112,9 @@ def test_ensemble_distance():
     target = torch.tensor([[1.0], [1.0]])
     loss, td_error = ensemble_distance(pred, target, "l1", TensorDict(batch_size=[2]))
     assert loss.item() == pytest.approx(0.5 + 1.5)
-    assert td_error.tolist() == [2.0, 1.0]
+    assert td_error.tolist() == [4.0, 1.0]  # the largest squared error (TorchRL's TD3/IQL/CQL)
+    _, abs_error = ensemble_distance(pred, target, "l1", TensorDict(batch_size=[2]), squared=False)
+    assert abs_error.tolist() == [2.0, 1.0]  # the largest absolute error (TorchRL's SAC)
 
 
 class _TwoHeads(nn.Module):
