@@ -393,3 +393,89 @@ def test_delta_and_independent_normal_torchrl_positional_order():
     assert delta.log_prob(torch.full((2,), 0.6)).item() == -math.inf
     normal = IndependentNormal(torch.full((2,), 10.0), torch.ones(2), 2.0, True)
     torch.testing.assert_close(normal.mode, torch.full((2,), 2.0 * math.tanh(5.0)))
+
+
+def test_delta_batch_and_event_shape():
+    # Delta(param, atol, rtol, batch_shape, event_shape): the event dims are compared together.
+    param = torch.zeros(2, 3, 4)
+    value = param.clone()
+    value[0, 1, 2] = 1.0  # one coordinate of the first event differs
+    dist = Delta(param, 1e-6, 1e-6, (2,), (3, 4))
+    assert dist.batch_shape == (2,) and dist.event_shape == (3, 4)
+    assert dist.log_prob(value).tolist() == [-math.inf, 0.0]
+    only_event = Delta(param, event_shape=(3, 4))
+    assert only_event.batch_shape == (2,) and only_event.log_prob(value).shape == (2,)
+    only_batch = Delta(param, batch_shape=(2, 3))
+    assert only_batch.event_shape == (4,)
+    assert only_batch.log_prob(value).tolist() == [[0.0, -math.inf, 0.0], [0.0, 0.0, 0.0]]
+    elementwise = Delta(param, batch_shape=(2, 3, 4))
+    assert elementwise.event_shape == () and elementwise.log_prob(value).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match=r"batch_shape \+ event_shape.*\(2, 3, 4\)"):
+        Delta(param, batch_shape=(2,), event_shape=(4,))
+
+
+def test_tanh_delta_torchrl_positional_order_event_dims_and_safe():
+    # TanhDelta(param, low, high, event_dims, atol, rtol, safe)
+    param = torch.tensor([[0.0, 100.0], [-100.0, 0.5]], requires_grad=True)
+    exact = TanhDelta(param, -2.0, 4.0, 1, 1e-6, 1e-6, False)
+    torch.testing.assert_close(
+        exact.mode, torch.tensor([[1.0, 4.0], [-2.0, 1.0 + 3.0 * math.tanh(0.5)]])
+    )
+    # safe (the default): tanh is clamped one float resolution inside (-1, 1)
+    lim = 1.0 - torch.finfo(torch.float32).resolution
+    safe = TanhDelta(param, -2.0, 4.0)
+    assert safe.safe and not exact.safe
+    torch.testing.assert_close(safe.mode[0, 1], torch.tensor(1.0 + 3.0 * lim))
+    torch.testing.assert_close(safe.mode[1, 0], torch.tensor(1.0 - 3.0 * lim))
+    assert bool((safe.mode > -2.0).all() and (safe.mode < 4.0).all())
+    safe.rsample()[0, 1].backward()  # derivative 3 * (1 - y^2) of the clamped value
+    torch.testing.assert_close(param.grad[0, 1], torch.tensor(3.0 * (1.0 - lim**2)))
+    joint = TanhDelta(param.detach(), -2.0, 4.0, 2)
+    assert joint.batch_shape == () and joint.event_shape == (2, 2)
+    assert joint.log_prob(joint.mode).shape == ()
+    near = joint.mode.clone()
+    near[1, 1] += 0.1
+    assert joint.log_prob(near).item() == -math.inf
+    per_coord = TanhDelta(param.detach(), event_dims=0)
+    assert per_coord.batch_shape == (2, 2) and per_coord.event_shape == ()
+    with pytest.raises(ValueError, match="event_dims is out of range"):
+        TanhDelta(param.detach(), event_dims=3)
+
+
+def test_truncated_normal_torchrl_positional_order_and_tanh_loc():
+    # TruncatedNormal(loc, scale, upscale, low, high, tanh_loc)
+    loc, scale = torch.tensor([100.0, -0.5]), torch.ones(2)
+    squashed = TruncatedNormal(loc, scale, 2.0, -3.0, 3.0, True)
+    expected_loc = 2.0 * torch.tanh(loc / 2.0)
+    torch.testing.assert_close(squashed.loc, expected_loc)
+    torch.testing.assert_close(squashed.mode, expected_loc)
+    assert squashed.tanh_loc and squashed.upscale == 2.0
+    plain = TruncatedNormal(loc, scale, 2.0, -3.0, 3.0)
+    torch.testing.assert_close(plain.mode, torch.tensor([3.0, -0.5]))  # loc clamped to the box
+    # the density with the squashed location: phi(z) / (scale * Z), summed over the event
+    x = torch.tensor([0.5, -1.0])
+    normal = torch.distributions.Normal(expected_loc.double(), 1.0)
+    z_mass = normal.cdf(torch.tensor(3.0).double()) - normal.cdf(torch.tensor(-3.0).double())
+    ref = (normal.log_prob(x.double()) - z_mass.log()).sum()
+    torch.testing.assert_close(squashed.log_prob(x).double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_independent_normal_event_dim_and_scale_forms():
+    # IndependentNormal(loc, scale, upscale, tanh_loc, event_dim); scale: tensor, number, callable
+    loc = torch.randn(2, 3, 4)
+    value = torch.randn(2, 3, 4)
+    per_coord = torch.distributions.Normal(loc, 0.5).log_prob(value)
+    dist = IndependentNormal(loc, 0.5, 5.0, False, 2)
+    assert dist.batch_shape == (2,) and dist.event_shape == (3, 4)
+    torch.testing.assert_close(dist.log_prob(value), per_coord.sum((-2, -1)))
+    torch.testing.assert_close(
+        dist.entropy(), torch.distributions.Normal(loc, 0.5).entropy().sum((-2, -1))
+    )
+    assert dist.expand((5, 2)).event_shape == (3, 4)
+    callable_scale = IndependentNormal(loc, torch.ones_like)
+    torch.testing.assert_close(
+        callable_scale.log_prob(value),
+        torch.distributions.Normal(loc, 1.0).log_prob(value).sum(-1),
+    )
+    with pytest.raises(ValueError, match="event_dim is out of range"):
+        IndependentNormal(loc, 0.5, event_dim=4)

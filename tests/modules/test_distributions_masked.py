@@ -58,7 +58,9 @@ def _seed() -> None:
 def test_masked_actions_never_sampled(batch_shape, form):
     logits, mask = _make(batch_shape)
     logits = logits.masked_fill(~mask, 50.0)  # masked actions would win without the mask
-    kwargs = {"mask": mask} if form == "mask" else {"indices": _to_indices(mask)}
+    kwargs = (
+        {"mask": mask} if form == "mask" else {"indices": _to_indices(mask), "padding_value": -1}
+    )
     dist = MaskedCategorical(logits=logits, **kwargs)
     draws = dist.sample((10_000,))
     assert draws.shape == (10_000, *batch_shape)
@@ -160,7 +162,9 @@ def test_temperature_must_be_positive():
 @pytest.mark.parametrize("form", ["mask", "indices"])
 def test_log_prob_matches_renormalised_categorical(batch_shape, form):
     logits, mask = _make(batch_shape, seed=4)
-    kwargs = {"mask": mask} if form == "mask" else {"indices": _to_indices(mask)}
+    kwargs = (
+        {"mask": mask} if form == "mask" else {"indices": _to_indices(mask), "padding_value": -1}
+    )
     dist = MaskedCategorical(logits=logits, **kwargs)
     reference = torch.distributions.Categorical(logits=logits.masked_fill(~mask, -math.inf))
     hand = _hand_log_probs(logits, mask)
@@ -223,7 +227,7 @@ def test_mode_never_masked_even_with_huge_logits(batch_shape):
 def test_indices_convention():
     logits = torch.zeros(2, 4)
     indices = torch.tensor([[3, 0, -1], [1, -1, -1]])
-    dist = MaskedCategorical(logits=logits, indices=indices)
+    dist = MaskedCategorical(logits=logits, indices=indices, padding_value=-1)
     expected = torch.tensor([[True, False, False, True], [False, True, False, False]])
     assert torch.equal(dist.mask, expected)
     custom = MaskedCategorical(logits=logits, indices=torch.tensor([[2, 9]]), padding_value=9)
@@ -232,6 +236,47 @@ def test_indices_convention():
         MaskedCategorical(logits=logits, indices=torch.tensor([[4, -1]]))
     with pytest.raises(ValueError, match="integer"):
         MaskedCategorical(logits=logits, indices=torch.tensor([[1.0]]))
+
+
+def test_indices_without_padding_value_are_all_classes():
+    # TorchRL's default padding_value=None: no slot is padding, so -1 is not a valid index
+    # (TorchRL's gather fails on it) and every listed index is an allowed class.
+    logits = torch.zeros(2, 4)
+    dist = MaskedCategorical(logits=logits, indices=torch.tensor([[3, 0], [1, 2]]))
+    expected = torch.tensor([[True, False, False, True], [False, True, True, False]])
+    assert torch.equal(dist.mask, expected)
+    assert dist.padding_value == 0  # TorchRL's property reads 0 when none was given
+    with pytest.raises(ValueError, match=r"out of range.*padding_value=None"):
+        MaskedCategorical(logits=logits, indices=torch.tensor([[3, -1], [1, 2]]))
+    one_hot = MaskedOneHotCategorical(logits=logits, indices=torch.tensor([[3, 0], [1, 2]]))
+    assert torch.equal(one_hot.mask, expected)
+
+
+@pytest.mark.parametrize("use_cross_entropy", [True, False])
+def test_log_prob_paths_match_the_formula(use_cross_entropy):
+    logits = torch.tensor([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]])
+    mask = torch.tensor([[True, True, False], [True, False, True]])
+    dist = MaskedCategorical(logits=logits, mask=mask, use_cross_entropy=use_cross_entropy)
+    assert dist.use_cross_entropy is use_cross_entropy
+    value = torch.tensor([[1, 0], [2, 2], [0, 1]])  # sample dim 3, batch 2
+    # log p(k) = logit_k - log sum_{allowed j} exp(logit_j); -inf for forbidden classes
+    norm = [math.log(math.exp(1.0) + math.exp(2.0)), math.log(1.0 + math.exp(3.0))]
+    expected = torch.tensor(
+        [[2.0 - norm[0], 0.0 - norm[1]], [-math.inf, 3.0 - norm[1]], [1.0 - norm[0], -math.inf]]
+    )
+    torch.testing.assert_close(dist.log_prob(value), expected)
+    expanded = dist.expand((4, 2))
+    assert expanded.use_cross_entropy is use_cross_entropy
+    torch.testing.assert_close(expanded.log_prob(value[0]), expected[0].expand(4, 2))
+
+
+def test_padding_side():
+    logits, mask = torch.zeros(3), torch.tensor([True, False, True])
+    assert MaskedCategorical(logits=logits, mask=mask).padding_side == "left"
+    right = MaskedCategorical(logits=logits, mask=mask, padding_side="right")
+    assert right.padding_side == "right" and right.expand((2,)).padding_side == "right"
+    with pytest.raises(ValueError, match=r"padding_side.*'middle'"):
+        MaskedCategorical(logits=logits, mask=mask, padding_side="middle")
 
 
 def test_argument_errors():
@@ -249,7 +294,7 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="all actions masked"):
         MaskedCategorical(logits=logits, mask=all_masked)
     with pytest.raises(ValueError, match=r"MaskedOneHotCategorical.*all actions masked"):
-        MaskedOneHotCategorical(logits=logits, indices=torch.full((3, 2), -1))
+        MaskedOneHotCategorical(logits=logits, indices=torch.full((3, 2), -1), padding_value=-1)
 
 
 def test_probs_input_and_broadcast_mask():

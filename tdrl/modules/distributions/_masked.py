@@ -8,6 +8,7 @@ from typing import cast
 import torch
 from torch import Tensor
 from torch.distributions import Categorical
+from torch.nn import functional as F
 
 from tdrl.modules.distributions._discrete import OneHotCategorical
 from tdrl.modules.distributions._reparam import ReparamGradientStrategy
@@ -17,7 +18,11 @@ __all__ = ["MaskedCategorical", "MaskedOneHotCategorical"]
 
 
 def _dense_mask(
-    mask: Tensor | None, indices: Tensor | None, num_classes: int, padding_value: int, owner: str
+    mask: Tensor | None,
+    indices: Tensor | None,
+    num_classes: int,
+    padding_value: int | None,
+    owner: str,
 ) -> Tensor:
     if (mask is None) == (indices is None):
         raise ValueError(
@@ -43,12 +48,17 @@ def _dense_mask(
             f"dtype={indices.dtype}, shape={tuple(indices.shape)}; expected an integer dtype and "
             "at least one dimension). Pass e.g. torch.tensor([[0, 2, -1]])."
         )
-    used = indices != padding_value
+    # No padding_value (TorchRL's default): every slot names an allowed class.
+    used = (
+        torch.ones_like(indices, dtype=torch.bool)
+        if padding_value is None
+        else (indices != padding_value)
+    )
     if bool((used & ((indices < 0) | (indices >= num_classes))).any()):
         raise ValueError(
             f"{owner}: indices out of range (got {indices.tolist()}; expected values in "
             f"[0, {num_classes}) or padding_value={padding_value}). Fix the indices or pass the "
-            "padding_value used to fill unused slots."
+            "padding_value used to fill unused slots (e.g. padding_value=-1)."
         )
     # Unused slots are sent to an extra column, dropped after the scatter.
     target = torch.where(used, indices, num_classes).long()
@@ -64,7 +74,7 @@ def _masked_logits(
     mask: Tensor | None,
     indices: Tensor | None,
     neg_inf: float,
-    padding_value: int,
+    padding_value: int | None,
     owner: str,
 ) -> tuple[Tensor, Tensor]:
     """Returns the logits with forbidden classes set to ``neg_inf``, and the dense mask."""
@@ -94,7 +104,8 @@ class MaskedCategorical(Categorical):
       ``False`` = forbidden;
     - ``indices``: an integer tensor ``(*batch, k)`` listing the allowed classes of each row;
       rows with fewer than ``k`` allowed classes fill their unused slots with
-      ``padding_value`` (default ``-1``). It is turned into a dense mask with a scatter.
+      ``padding_value`` (TorchRL's default ``None``: no slot is padding, every value must be a
+      class). It is turned into a dense mask with a scatter.
 
     Forbidden classes have probability 0: sampling and ``mode`` never return them (even when
     their logits are huge), ``log_prob`` returns ``-inf`` for them, and ``entropy`` is the
@@ -109,8 +120,19 @@ class MaskedCategorical(Categorical):
         indices: allowed class indices, padded with ``padding_value``.
         neg_inf: the value written in ``logits`` at forbidden classes. Whatever its value,
             forbidden classes are treated as having probability exactly 0.
-        padding_value: the value of unused slots in ``indices``.
+        padding_value: the value of unused slots in ``indices`` (``None``: no padding). The
+            :attr:`padding_value` attribute reads 0 when none was given, as in TorchRL.
+        use_cross_entropy: compute ``log_prob`` with ``torch.nn.functional.cross_entropy``
+            (``True``, TorchRL's default) or by gathering the normalised logits (``False``);
+            both give the same values.
+        padding_side: ``"left"`` or ``"right"``: the side on which padded sequences (of
+            language-model tokens) were padded; kept as :attr:`padding_side` for the code that
+            builds such masks, it does not change the distribution.
         validate_args: check the arguments and the values given to ``log_prob`` (slower).
+
+    Raises:
+        ValueError: bad ``mask``/``indices``, a row with no allowed class, or a
+            ``padding_side`` other than ``"left"``/``"right"``.
 
     Examples:
         >>> import torch
@@ -120,7 +142,9 @@ class MaskedCategorical(Categorical):
         tensor([1, 2])
         >>> dist.log_prob(torch.tensor([0, 0]))
         tensor([-inf, -inf])
-        >>> sparse = MaskedCategorical(logits=logits, indices=torch.tensor([[1, 2], [0, -1]]))
+        >>> sparse = MaskedCategorical(
+        ...     logits=logits, indices=torch.tensor([[1, 2], [0, -1]]), padding_value=-1
+        ... )
         >>> sparse.mask
         tensor([[False,  True,  True],
                 [ True, False, False]])
@@ -134,30 +158,63 @@ class MaskedCategorical(Categorical):
         mask: Tensor | None = None,
         indices: Tensor | None = None,
         neg_inf: float = -math.inf,
-        padding_value: int = -1,
+        padding_value: int | None = None,
+        use_cross_entropy: bool = True,
+        padding_side: str = "left",
         validate_args: bool = False,
     ) -> None:
+        if padding_side not in ("left", "right"):
+            raise ValueError(
+                f"MaskedCategorical.__init__: unknown padding_side (got {padding_side!r};"
+                " expected 'left' or 'right'). Pass padding_side='left'."
+            )
         masked, dense = _masked_logits(
             logits, probs, mask, indices, neg_inf, padding_value, "MaskedCategorical.__init__"
         )
+        self.use_cross_entropy = bool(use_cross_entropy)
+        self._padding_side = padding_side
         self._setup(masked, dense, neg_inf, padding_value, validate_args)
 
     def _setup(
-        self, logits: Tensor, mask: Tensor, neg_inf: float, padding_value: int, validate_args: bool
+        self,
+        logits: Tensor,
+        mask: Tensor,
+        neg_inf: float,
+        padding_value: int | None,
+        validate_args: bool,
     ) -> None:
         self._mask = mask
         self.neg_inf = neg_inf
-        self.padding_value = padding_value
+        self._padding_value = padding_value
         super().__init__(logits=logits, validate_args=validate_args)
 
     @classmethod
     def _from_checked(
-        cls, logits: Tensor, mask: Tensor, neg_inf: float, padding_value: int, validate_args: bool
+        cls,
+        logits: Tensor,
+        mask: Tensor,
+        neg_inf: float,
+        padding_value: int | None,
+        validate_args: bool,
+        use_cross_entropy: bool = True,
+        padding_side: str = "left",
     ) -> MaskedCategorical:
         """Builds an instance from already-masked logits and a checked dense mask."""
         dist = cls.__new__(cls)
+        dist.use_cross_entropy = use_cross_entropy
+        dist._padding_side = padding_side
         dist._setup(logits, mask, neg_inf, padding_value, validate_args)
         return dist
+
+    @property
+    def padding_value(self) -> int:
+        """The padding value of ``indices``; 0 when none was given (as in TorchRL)."""
+        return 0 if self._padding_value is None else self._padding_value
+
+    @property
+    def padding_side(self) -> str:
+        """The ``padding_side`` given at construction."""
+        return self._padding_side
 
     @property
     def mask(self) -> Tensor:
@@ -183,7 +240,12 @@ class MaskedCategorical(Categorical):
         index, logits = torch.broadcast_tensors(index, self.logits)
         index = index[..., :1]
         allowed = self._mask.expand_as(logits).gather(-1, index).squeeze(-1)
-        lp = logits.gather(-1, index).squeeze(-1)
+        if self.use_cross_entropy:
+            rows = logits.reshape(-1, logits.shape[-1])
+            nll = F.cross_entropy(rows, index.reshape(-1), reduction="none")
+            lp = -nll.view(allowed.shape)
+        else:
+            lp = logits.gather(-1, index).squeeze(-1)
         return torch.where(allowed, lp, -math.inf)
 
     def entropy(self) -> Tensor:
@@ -208,8 +270,10 @@ class MaskedCategorical(Categorical):
             self.logits.expand(shape),
             self._mask.expand(shape),
             self.neg_inf,
-            self.padding_value,
+            self._padding_value,
             bool(self._validate_args),
+            self.use_cross_entropy,
+            self._padding_side,
         )
 
 
@@ -228,7 +292,7 @@ class MaskedOneHotCategorical(OneHotCategorical):
         mask: dense bool mask, ``False`` = forbidden.
         indices: allowed class indices, padded with ``padding_value``.
         neg_inf: the value written in ``logits`` at forbidden classes.
-        padding_value: the value of unused slots in ``indices``.
+        padding_value: the value of unused slots in ``indices`` (``None``: no padding).
         grad_method: a :class:`ReparamGradientStrategy` or its name.
         temperature: the Gumbel-softmax temperature of ``RelaxedOneHot`` (positive, settable).
         validate_args: check the arguments and the values given to ``log_prob`` (slower).
@@ -253,7 +317,7 @@ class MaskedOneHotCategorical(OneHotCategorical):
         mask: Tensor | None = None,
         indices: Tensor | None = None,
         neg_inf: float = -math.inf,
-        padding_value: int = -1,
+        padding_value: int | None = None,
         grad_method: ReparamGradientStrategy | str = ReparamGradientStrategy.PassThrough,
         *,
         temperature: float = 1.0,

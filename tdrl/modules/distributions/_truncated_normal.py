@@ -56,9 +56,12 @@ class TruncatedNormal(Distribution):
     Args:
         loc: the location of the untruncated Normal, shape ``(*batch, n)``.
         scale: its standard deviation, positive, broadcastable to ``loc``.
+        upscale: the bound of the location when ``tanh_loc`` is true.
         low: the lower bound, a number or a tensor broadcastable to ``loc``.
         high: the upper bound, larger than ``low``. Tensor bounds are only checked with
             ``validate_args=True`` (the check synchronises the device).
+        tanh_loc: if true, ``loc`` is first mapped to ``upscale * tanh(loc / upscale)``, which
+            keeps an unbounded network output within ``(-upscale, upscale)``.
         validate_args: check the arguments and the values given to ``log_prob`` (slower).
 
     Examples:
@@ -71,6 +74,8 @@ class TruncatedNormal(Distribution):
         True
         >>> dist.log_prob(torch.full((2,), 2.0))
         tensor(-inf)
+        >>> TruncatedNormal(torch.tensor([100.0]), torch.ones(1), 2.0, -5.0, 5.0, True).loc
+        tensor([2.])
     """
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
@@ -80,11 +85,17 @@ class TruncatedNormal(Distribution):
         self,
         loc: Tensor,
         scale: Tensor,
-        *,
+        upscale: Tensor | float = 5.0,
         low: Bound = -1.0,
         high: Bound = 1.0,
+        tanh_loc: bool = False,
+        *,
         validate_args: bool = False,
     ) -> None:
+        self.upscale = upscale
+        self.tanh_loc = tanh_loc
+        if tanh_loc:
+            loc = upscale * torch.tanh(loc / upscale)
         self.low, self.high = _bounds(low, high, loc, "TruncatedNormal.__init__", validate_args)
         shape = torch.broadcast_shapes(loc.shape, scale.shape, self.low.shape, self.high.shape)
         self.loc = loc.expand(shape)
