@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs.core._reset import ResetPlan
+from tdrl.envs.core._rollout import (
+    action_policy,
+    check_rollout_options,
+    play,
+    set_truncated_last,
+    stack,
+)
 from tdrl.envs.core._seed import next_seed
 from tdrl.envs.core._spec_owner import SpecOwner
 from tdrl.envs.core._step_mdp import StepMDP
@@ -39,9 +46,14 @@ class EnvBase(SpecOwner):
     ``truncated`` a cut (bootstrap), ``done`` either.
 
     Args:
-        batch_size: leading dims of every entry (``()`` for an unbatched env).
         device: device of the data and specs (``None``: cpu).
+        batch_size: leading dims of every entry (``None`` or ``()`` for an unbatched env).
+        run_type_checks: check every ``reset``/``step`` output against the observation,
+            reward and done specs (``SpecError`` naming the key), as TorchRL does.
         allow_done_after_reset: do not raise when a done leaf is still true after a reset.
+        spec_locked: accepted for TorchRL compatibility; tdrl never locks specs (they are
+            replaced, not edited, so there is nothing to protect).
+        auto_reset: only ``False`` (reset done envs with ``step_and_maybe_reset``).
         validate: also check action bounds/domains in ``step`` (shape and dtype are always
             checked).
 
@@ -77,12 +89,22 @@ class EnvBase(SpecOwner):
     def __init__(
         self,
         *,
-        batch_size: Sequence[int] | torch.Size = (),
         device: torch.device | str | None = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        run_type_checks: bool = False,
         allow_done_after_reset: bool = False,
+        spec_locked: bool = True,
+        auto_reset: bool = False,
         validate: bool = False,
     ) -> None:
-        self.batch_size = torch.Size(batch_size)
+        if auto_reset:
+            raise ValueError(
+                f"{type(self).__name__}.__init__: auto_reset=True is not supported (got True; "
+                "expected False). Reset done envs with step_and_maybe_reset or a collector."
+            )
+        self.run_type_checks = bool(run_type_checks)
+        self.spec_locked = bool(spec_locked)
+        self.batch_size = torch.Size(() if batch_size is None else batch_size)
         self.device = torch.device(device) if device is not None else None
         self.allow_done_after_reset = allow_done_after_reset
         self.validate = validate
@@ -153,10 +175,19 @@ class EnvBase(SpecOwner):
             return int(following)
         return next_seed(seed)
 
-    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+    def reset(
+        self,
+        tensordict: TensorDictBase | None = None,
+        *,
+        set_state: bool | None = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
         """Resets the env, fully or partially.
 
-        ``tensordict`` is passed to ``_reset`` (which may read parameters or states from it).
+        ``tensordict`` is passed to ``_reset`` (which may read parameters or states from it);
+        with ``set_state=False`` only its ``_reset`` entries are (TorchRL: ignore the states
+        it holds). ``set_state=True`` and other keyword arguments are not supported (they
+        raise).
         Without ``_reset`` entries in ``tensordict`` every member resets. With them, only the true
         entries of each done group are reset (a root ``"_reset"`` applies to every group) and every
         other value of the input is kept. ``_reset`` entries are removed from the output.
@@ -171,10 +202,21 @@ class EnvBase(SpecOwner):
             >>> sorted(env.reset().keys())
             ['done', 'observation', 'terminated', 'truncated']
         """
+        if kwargs or set_state:
+            raise ValueError(
+                f"{type(self).__name__}.reset: unsupported arguments (got "
+                f"{sorted(kwargs) + (['set_state=True'] if set_state else [])}; expected "
+                "tensordict and set_state=None/False). Put reset inputs in the tensordict."
+            )
         if tensordict is not None:
             self._check_batch_of(tensordict, "reset")
         masks = self._reset_plan.masks(tensordict)
-        out = self._reset(tensordict)
+        given = tensordict
+        if set_state is False and tensordict is not None:
+            given = tensordict.select(*self.reset_keys, "_reset", strict=False)
+        out = self._reset(given)
+        if self.run_type_checks:
+            self._type_check(out, ("observation", "done"), "reset")
         self._fill_done(out)
         if masks is None:
             if tensordict is not None:
@@ -186,6 +228,19 @@ class EnvBase(SpecOwner):
         merged = self._merge_reset(base, out, masks)
         self._check_done_after_reset(merged, masks)
         return merged
+
+    def _type_check(self, td: TensorDictBase, kinds: tuple[str, ...], method: str) -> None:
+        for kind in kinds:
+            spec = self._specs[kind]
+            for key in spec.keys(True, True):
+                value = td.get(key, None)
+                if value is None:
+                    raise SpecError(
+                        f"{type(self).__name__}.{method}: {kind} entry {key!r} is missing "
+                        f"(available keys: {sorted(map(str, td.keys(True, True)))}). Return "
+                        "every spec'd entry from the hook."
+                    )
+                spec[key].assert_is_in(value, key=key)
 
     def _check_batch_of(self, tensordict: TensorDictBase, method: str) -> None:
         if tensordict.batch_size == self.batch_size:
@@ -303,6 +358,8 @@ class EnvBase(SpecOwner):
         preset = tensordict.get("next", None)
         nxt = self._step(tensordict)
         self._fill_done(nxt)
+        if self.run_type_checks:
+            self._type_check(nxt, ("observation", "reward", "done"), "step")
         if preset is not None:
             # Entries the policy already wrote under "next" (e.g. recurrent states) are kept.
             for key in preset.keys(True, True):
@@ -311,7 +368,7 @@ class EnvBase(SpecOwner):
         tensordict.set("next", nxt)
         return tensordict
 
-    def step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
+    def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """The next root of a stepped TensorDict, with this env's precomputed key plan.
 
         Examples:
@@ -321,7 +378,7 @@ class EnvBase(SpecOwner):
             >>> "reward" in nxt.keys(), "action" in nxt.keys()
             (False, False)
         """
-        return self._step_mdp(tensordict)
+        return self._step_mdp(next_tensordict)
 
     def any_done(self, tensordict: TensorDictBase) -> bool:
         """Whether any done leaf of ``tensordict`` is true (reads the root, not ``"next"``)."""
@@ -347,17 +404,18 @@ class EnvBase(SpecOwner):
         root = self._step_mdp(tensordict)
         return tensordict, self.maybe_reset(root)
 
-    def maybe_reset(self, root: TensorDictBase) -> TensorDictBase:
-        """Partially resets the groups of ``root`` whose ``done`` is true (no-op if none is)."""
+    def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Partially resets the groups of ``tensordict`` whose ``done`` is true (no-op if none
+        is)."""
         any_done = False
         for g in self.done_groups:
-            done = root.get(g.done)
+            done = tensordict.get(g.done)
             if done.any():
                 any_done = True
-                root.set(g.reset, done)
+                tensordict.set(g.reset, done)
         if not any_done:
-            return root
-        return self.reset(root)
+            return tensordict
+        return self.reset(tensordict)
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Writes random actions drawn from the action spec (masks honoured) into ``tensordict``.
@@ -404,20 +462,44 @@ class EnvBase(SpecOwner):
         self,
         max_steps: int,
         policy: Policy | None = None,
+        callback: Callable[..., Any] | None = None,
         *,
-        break_when_any_done: bool = True,
+        actions: Iterable[Any] | None = None,
         auto_reset: bool = True,
+        auto_cast_to_device: bool = False,
+        break_when_any_done: bool | None = None,
+        break_when_all_done: bool | None = None,
+        return_contiguous: bool | None = False,
         tensordict: TensorDictBase | None = None,
+        set_truncated: bool = False,
+        out: Any = None,
+        trust_policy: bool = False,
+        storing_device: Any = None,
+        set_state: bool | None = None,
     ) -> TensorDictBase:
         """Plays up to ``max_steps`` steps and returns them stacked with time as the last batch dim.
+
+        TorchRL's arguments and semantics. The result is always a contiguous TensorDict
+        (``return_contiguous`` only chooses a layout in TorchRL; the values are the same), and
+        ``trust_policy`` has no effect (tdrl never wraps the policy).
 
         Args:
             max_steps: number of steps.
             policy: callable writing the actions into a TensorDict; random actions when None.
-            break_when_any_done: stop after the first step where any done leaf is true. With
-                False, done groups are partially reset and the rollout goes on.
-            auto_reset: reset before the first step (else ``tensordict`` is the start).
-            tensordict: the start data (required when ``auto_reset`` is False).
+            callback: called as ``callback(env, td)`` with the next root after each step but
+                the last.
+            actions: precomputed actions written under the first action key instead of a
+                policy (a sized iterable also bounds the number of steps).
+            auto_reset: reset before the first step. Else ``tensordict`` is the start, and its
+                done groups that are done are reset first (``maybe_reset``).
+            break_when_any_done: stop after the first step where any done leaf is true
+                (default). With False, done groups are partially reset and the rollout goes on.
+            tensordict: the start data (given to ``reset``; required when ``auto_reset`` is
+                False).
+            set_truncated: mark the last step truncated (and done).
+            set_state: passed to ``reset`` (see there).
+            break_when_all_done, out, storing_device, auto_cast_to_device: only the defaults are
+                supported; other values raise ``ValueError``.
 
         Returns:
             A TensorDict of batch ``[*env.batch_size, T]``.
@@ -427,31 +509,41 @@ class EnvBase(SpecOwner):
             >>> CountingEnv(batch_size=(4,), max_steps=3).rollout(10).batch_size
             torch.Size([4, 3])
         """
+        check_rollout_options(
+            self,
+            break_when_all_done=break_when_all_done,
+            out=out,
+            storing_device=storing_device,
+            auto_cast_to_device=auto_cast_to_device,
+        )
+        if actions is not None:
+            if policy is not None:
+                raise ValueError(
+                    f"{type(self).__name__}.rollout: both policy and actions were given (got "
+                    "two sources of actions; expected one). Pass either of them."
+                )
+            if hasattr(actions, "__len__"):
+                max_steps = min(max_steps, len(actions))  # type: ignore[arg-type]
+            policy = action_policy(self, actions)
         if auto_reset:
-            td = self.reset(tensordict)
+            td = (
+                self.reset(tensordict)
+                if set_state is None
+                else self.reset(tensordict, set_state=set_state)
+            )
         elif tensordict is None:
             raise ValueError(
                 f"{type(self).__name__}.rollout: auto_reset=False needs a start tensordict "
                 "(got None; expected the output of env.reset()). Pass tensordict=..."
             )
         else:
-            td = tensordict
+            td = self.maybe_reset(tensordict)
         act = policy if policy is not None else self.rand_action
-        steps = []
-        for _ in range(max_steps):
-            td = act(td)
-            if break_when_any_done:
-                td = self.step(td)
-                steps.append(td)
-                root = self._step_mdp(td)
-                if self.any_done(root):
-                    break
-                td = root
-            else:
-                td, nxt = self.step_and_maybe_reset(td)
-                steps.append(td)
-                td = nxt
-        return torch.stack(steps, dim=steps[0].batch_dims)  # type: ignore[arg-type,return-value]
+        stop = True if break_when_any_done is None else bool(break_when_any_done)
+        data = stack(play(self, td, max_steps, act, stop, callback))
+        if set_truncated:
+            set_truncated_last(self, data)
+        return data
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -1,0 +1,104 @@
+"""The rollout loop of EnvBase (TorchRL's ``env.rollout`` arguments and semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import TensorDictBase
+
+if TYPE_CHECKING:
+    from tdrl.envs.core._base import EnvBase
+
+__all__ = ["action_policy", "check_rollout_options", "play", "set_truncated_last", "stack"]
+
+Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+def check_rollout_options(
+    env: EnvBase,
+    *,
+    break_when_all_done: bool | None,
+    out: Any,
+    storing_device: Any,
+    auto_cast_to_device: bool,
+) -> None:
+    """Raises for TorchRL rollout options tdrl cannot honour."""
+    name = f"{type(env).__name__}.rollout"
+    refused = [
+        ("break_when_all_done", break_when_all_done, (None, False), "use break_when_any_done"),
+        ("out", out, (None,), "the result is a fresh TensorDict; copy it into yours"),
+        ("storing_device", storing_device, (None,), "move the result with .to(device)"),
+        ("auto_cast_to_device", auto_cast_to_device, (False,), "put policy and env on one device"),
+    ]
+    for arg, value, accepted, fix in refused:
+        if not any(value is a for a in accepted):
+            raise ValueError(
+                f"{name}: {arg}={value!r} is not supported (got {value!r}; expected "
+                f"{' or '.join(map(repr, accepted))}). {fix[0].upper()}{fix[1:]}."
+            )
+
+
+def action_policy(env: EnvBase, actions: Iterable[Any]) -> Policy:
+    """A policy that writes the next of ``actions`` under the env's first action key."""
+    key = env.action_keys[0]
+    it = iter(actions)
+
+    def write(td: TensorDictBase) -> TensorDictBase:
+        return td.set(key, next(it))
+
+    return write
+
+
+def play(
+    env: EnvBase,
+    td: TensorDictBase,
+    max_steps: int,
+    act: Policy,
+    break_when_any_done: bool,
+    callback: Callable[..., Any] | None,
+) -> list[TensorDictBase]:
+    """Runs the steps; returns the stepped TensorDicts (each holding ``"next"``)."""
+    steps = []
+    for i in range(max_steps):
+        td = act(td)
+        if break_when_any_done:
+            td = env.step(td)
+            steps.append(td)
+            if i == max_steps - 1:
+                break
+            root = env._step_mdp(td)
+            if env.any_done(root):
+                break
+            td = root
+        else:
+            td, nxt = env.step_and_maybe_reset(td)
+            steps.append(td)
+            td = nxt
+        if callback is not None:
+            callback(env, td)
+    return steps
+
+
+def set_truncated_last(env: EnvBase, data: TensorDictBase) -> None:
+    """``set_truncated``: the last step's truncated (and done) leaves become true."""
+    groups = [g for g in env.done_groups if g.truncated is not None]
+    if not groups:
+        raise RuntimeError(
+            f"{type(env).__name__}.rollout: set_truncated=True needs a 'truncated' done leaf "
+            f"(got done keys {env.done_keys}; expected one ending in 'truncated'). Add it to the "
+            "done spec."
+        )
+    last = (slice(None),) * (data.batch_dims - 1) + (-1,)
+    nxt = data.get("next")
+    for g in groups:
+        trunc = nxt.get(g.truncated).clone()
+        trunc[last] = True
+        nxt.set(g.truncated, trunc)
+        nxt.set(g.done, nxt.get(g.done) | trunc)
+
+
+def stack(steps: list[TensorDictBase]) -> TensorDictBase:
+    """Stacks the steps with time as the last batch dim."""
+    return torch.stack(steps, dim=steps[0].batch_dims)  # type: ignore[arg-type,return-value]
