@@ -2,6 +2,8 @@
 
 Everything is built on ``tensordict.nn``: actors are ``TensorDictModule`` /
 ``ProbabilisticTensorDictSequential`` instances that read and write keys of a TensorDict.
+``RandomPolicy`` (uniform actions from a spec) is re-exported from ``tdrl.envs``, as TorchRL
+has it in both places.
 :class:`set_exploration_type` is the one global mode: probabilistic actors sample under
 ``RANDOM`` (the default) and exploration modules are off under any other type.
 
@@ -14,6 +16,7 @@ Examples:
     torch.Size([3, 2])
 """
 
+from tdrl.envs.core import RandomPolicy
 from tdrl.modules._exploration_type import (
     ExplorationType,
     exploration_type,
@@ -22,6 +25,8 @@ from tdrl.modules._exploration_type import (
 from tdrl.modules.actors import (
     Actor,
     ActorCriticOperator,
+    ActorCriticWrapper,
+    ActorValueOperator,
     ProbabilisticActor,
     QValueActor,
     QValueModule,
@@ -45,12 +50,20 @@ from tdrl.modules.exploration import (
     OrnsteinUhlenbeckProcessModule,
 )
 from tdrl.modules.models import MLP, ConvNet, MultiAgentMLP, NormalParamExtractor
-from tdrl.modules.rnn import GRUModule, LSTMModule, RecurrentModuleBase, set_recurrent_mode
+from tdrl.modules.rnn import (
+    GRUModule,
+    LSTMModule,
+    RecurrentModuleBase,
+    recurrent_mode,
+    set_recurrent_mode,
+)
 
 __all__ = [
     "MLP",
     "Actor",
     "ActorCriticOperator",
+    "ActorCriticWrapper",
+    "ActorValueOperator",
     "AdditiveGaussianModule",
     "ConvNet",
     "Delta",
@@ -68,6 +81,7 @@ __all__ = [
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
+    "RandomPolicy",
     "RecurrentModuleBase",
     "ReparamGradientStrategy",
     "TanhDelta",
@@ -76,6 +90,7 @@ __all__ = [
     "TruncatedNormal",
     "ValueOperator",
     "exploration_type",
+    "recurrent_mode",
     "set_exploration_type",
     "set_recurrent_mode",
 ]

@@ -12,6 +12,8 @@ from tdrl.modules import (
     MLP,
     Actor,
     ActorCriticOperator,
+    ActorCriticWrapper,
+    ActorValueOperator,
     ExplorationType,
     IndependentNormal,
     NormalParamExtractor,
@@ -115,6 +117,15 @@ class TestProbabilisticActor:
         actor = _prob_actor(Bounded(-2.0, 3.0, shape=(2,)))
         outputs = actor(observation=torch.zeros(4, 3))  # one tensor per out key
         assert outputs[actor.out_keys.index("action")].shape == (4, 2)
+
+    def test_default_distribution_is_delta(self) -> None:
+        # TorchRL: no distribution_class means a Delta on the "param" entry.
+        net = TensorDictModule(nn.Linear(3, 2), ["observation"], ["param"])
+        actor = ProbabilisticActor(net, ["param"])
+        td = _td((4,))
+        out = actor(td.clone())
+        torch.testing.assert_close(out["action"], net.module(td["observation"]))
+        assert actor.get_dist(td).log_prob(out["action"]).eq(0).all()
 
     def test_custom_log_prob_key(self) -> None:
         actor = _prob_actor(return_log_prob=True, log_prob_key="lp")
@@ -279,15 +290,15 @@ class TestQValue:
             QValueActor(net, action_space="one_hot")
 
 
-class TestActorCriticOperator:
-    def _make(self) -> ActorCriticOperator:
+class TestActorValueOperator:
+    def _make(self) -> ActorValueOperator:
         trunk = TensorDictModule(nn.Linear(3, 8), ["observation"], ["hidden"])
         params = TensorDictModule(
             nn.Sequential(nn.Linear(8, 4), NormalParamExtractor()), ["hidden"], ["loc", "scale"]
         )
         policy = ProbabilisticActor(params, ["loc", "scale"], distribution_class=TanhNormal)
         value = ValueOperator(nn.Linear(8, 1), in_keys=["hidden"])
-        return ActorCriticOperator(trunk, policy, value)
+        return ActorValueOperator(trunk, policy, value)
 
     @pytest.mark.parametrize("batch", BATCHES)
     def test_forward_and_operators(self, batch) -> None:
@@ -306,6 +317,48 @@ class TestActorCriticOperator:
         trunk_params = set(map(id, op.common_operator.parameters()))
         assert trunk_params <= set(map(id, op.get_policy_operator().parameters()))
         assert trunk_params <= set(map(id, op.get_value_operator().parameters()))
+        assert op.get_policy_head() is op.module[1] and op.get_value_head() is op.module[2]
+
+
+class TestActorCriticOperator:
+    def _make(self, value_key: str = "state_action_value") -> ActorCriticOperator:
+        trunk = TensorDictModule(nn.Linear(3, 8), ["observation"], ["hidden"])
+        policy = Actor(nn.Linear(8, 2), in_keys=["hidden"])
+        critic = ValueOperator(
+            MLP(10, 1, depth=0), in_keys=["hidden", "action"], out_keys=[value_key]
+        )
+        return ActorCriticOperator(trunk, policy, critic)
+
+    @pytest.mark.parametrize("batch", BATCHES)
+    def test_critic_scores_the_policy_action(self, batch) -> None:
+        op = self._make()
+        assert isinstance(op, ActorValueOperator)
+        td = _td(batch)
+        out = op.get_critic_operator()(td.clone())
+        trunk, policy, critic = op.module
+        hidden = trunk.module(td["observation"])
+        action = policy.module(hidden)
+        expected = critic.module[0](torch.cat([hidden, action], -1))
+        torch.testing.assert_close(out["state_action_value"], expected)
+        assert "state_action_value" not in op.get_policy_operator()(td.clone()).keys()
+
+    def test_no_state_value(self) -> None:
+        with pytest.raises(RuntimeError, match="get_critic_operator"):
+            self._make().get_value_operator()
+        with pytest.raises(ValueError, match=r"writes 'state_value'.*ActorValueOperator"):
+            self._make("state_value")
+
+
+def test_actor_critic_wrapper() -> None:
+    policy = Actor(nn.Linear(3, 2))
+    value = ValueOperator(nn.Linear(3, 1))
+    op = ActorCriticWrapper(policy, value)
+    td = _td((2,))
+    out = op(td.clone())
+    torch.testing.assert_close(out["action"], policy.module(td["observation"]))
+    torch.testing.assert_close(out["state_value"], value.module(td["observation"]))
+    assert op.get_policy_operator() is policy and op.get_policy_head() is policy
+    assert op.get_value_operator() is value and op.get_value_head() is value
 
 
 def test_torchrl_default_keys_and_positional_out_keys() -> None:
@@ -320,3 +373,18 @@ def test_torchrl_default_keys_and_positional_out_keys() -> None:
     actor = ProbabilisticActor(params, ["loc", "scale"], ["act"], distribution_class=TanhNormal)
     out = actor(_td((2,)))
     assert out["act"].shape == (2, 2)
+
+
+def test_random_policy_and_recurrent_mode_exported() -> None:
+    # TorchRL has both in torchrl.modules; they are tdrl's single implementations.
+    from tdrl import modules
+    from tdrl.envs.core import RandomPolicy
+    from tdrl.modules.rnn import recurrent_mode
+
+    assert modules.RandomPolicy is RandomPolicy and modules.recurrent_mode is recurrent_mode
+    spec = Bounded(-1.0, 1.0, shape=(3,))
+    action = modules.RandomPolicy(spec)(TensorDict(batch_size=[]))["action"]
+    assert action.shape == (3,) and spec.is_in(action)
+    assert modules.recurrent_mode() is None
+    with modules.set_recurrent_mode(True):
+        assert modules.recurrent_mode() is True

@@ -10,7 +10,11 @@ Examples:
 """
 
 from tdrl.modules.actors._actor import Actor, ValueOperator
-from tdrl.modules.actors._actor_critic import ActorCriticOperator
+from tdrl.modules.actors._actor_critic import (
+    ActorCriticOperator,
+    ActorCriticWrapper,
+    ActorValueOperator,
+)
 from tdrl.modules.actors._probabilistic import ProbabilisticActor
 from tdrl.modules.actors._qvalue import QValueActor, QValueModule
 from tdrl.modules.actors._tanh import TanhModule
@@ -18,6 +22,8 @@ from tdrl.modules.actors._tanh import TanhModule
 __all__ = [
     "Actor",
     "ActorCriticOperator",
+    "ActorCriticWrapper",
+    "ActorValueOperator",
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",

@@ -17,6 +17,7 @@ from tensordict.nn import (
 from tensordict.utils import NestedKey
 
 from tdrl.modules.actors._spec_utils import as_key_list, spec_for_key
+from tdrl.modules.distributions import Delta
 from tdrl.specs import (
     Bounded,
     Categorical,
@@ -82,7 +83,9 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         module: a TensorDict module writing the distribution parameters (e.g. ``loc``/``scale``).
         in_keys: the parameter keys read by the distribution: a list (key names are the
             distribution's keyword names) or a dict ``{kwarg: key}``.
-        distribution_class: the distribution type (e.g. :class:`~tdrl.modules.TanhNormal`).
+        distribution_class: the distribution type (e.g. :class:`~tdrl.modules.TanhNormal`);
+            default :class:`~tdrl.modules.Delta` (as in TorchRL): the action is the ``param``
+            entry itself.
         spec: optional spec of the action (a leaf spec, or a Composite holding the action key).
         out_keys: where the sample is written (default ``["action"]``).
         return_log_prob: also write the log-probability of the sample.
@@ -116,7 +119,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         in_keys: NestedKey | Sequence[NestedKey] | Mapping[str, NestedKey],
         out_keys: NestedKey | Sequence[NestedKey] | None = None,
         *,
-        distribution_class: type,
+        distribution_class: type = Delta,
         spec: TensorSpec | None = None,
         return_log_prob: bool = False,
         log_prob_key: NestedKey | None = None,
