@@ -1,6 +1,7 @@
 """Collectors: run a policy in envs and yield batches (or fill a replay buffer)."""
 
 from tdrl.collectors._async import AsyncCollector
+from tdrl.collectors._base import BaseCollector
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._collector import Collector
 from tdrl.collectors._multi import MultiCollectorOptions
@@ -15,15 +16,18 @@ from tdrl.collectors._weight_sync import (
     WeightReceiver,
     WeightSyncScheme,
 )
+from tdrl.envs.core import RandomPolicy
 
 __all__ = [
     "AsyncCollector",
+    "BaseCollector",
     "Collector",
     "MultiAsyncCollector",
     "MultiCollectorOptions",
     "MultiProcessWeightSyncScheme",
     "MultiSyncCollector",
     "NoWeightSyncScheme",
+    "RandomPolicy",
     "RolloutBuffer",
     "SharedMemWeightSyncScheme",
     "WeightReceiver",

@@ -1,30 +1,166 @@
-"""What every collector shares: ``with``/``__del__`` shutdown, ``len`` and the batch iterator."""
+"""BaseCollector: what every collector shares (TorchRL's abstract collector base).
+
+``with`` blocks and ``__del__`` shut down, ``len`` counts the batches, ``__iter__`` runs
+:meth:`BaseCollector.iterator`, and ``update_policy_weights_`` reads TorchRL's ways of passing
+weights before handing them to the collector's own ``_push_weights``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+import abc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypeVar
 
+import torch
 from tensordict import TensorDictBase
+from torch import nn
 
 from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._weight_sync import policy_weights
 
-__all__ = ["CollectorBase", "iterate_batches"]
+__all__ = ["BaseCollector", "iterate_batches"]
 
-_C = TypeVar("_C", bound="CollectorBase")
+_C = TypeVar("_C", bound="BaseCollector")
+Weights: TypeAlias = TensorDictBase | Mapping[str, Any] | nn.Module
 
 
-class CollectorBase:
-    """``with`` blocks and garbage collection call ``shutdown``; ``len`` counts the batches.
+class BaseCollector(abc.ABC):
+    """The base of tdrl's collectors; subclass it to write a collector of your own.
 
-    Subclasses set ``frames_per_batch`` and ``total_frames`` (``-1``: never stop).
+    A subclass sets ``frames_per_batch`` and ``total_frames`` (``-1``: never stop) and
+    implements :meth:`iterator`, :meth:`shutdown`, :meth:`set_seed`, :meth:`state_dict`,
+    :meth:`load_state_dict` and ``_push_weights(weights, worker_ids)`` (``weights`` is None or
+    a TensorDict/``state_dict`` of policy weights, ``worker_ids`` None for every worker or a
+    list of worker indices). In return it gets ``for batch in collector``, ``len``, ``with``
+    blocks (shutdown on exit), shutdown at garbage collection and TorchRL's
+    :meth:`update_policy_weights_` forms.
+
+    Args:
+        pre_collect_hook: called with no argument before each batch is collected.
+        post_collect_hook: called with each batch before it is yielded or stored.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> class Constant(BaseCollector):
+        ...     frames_per_batch, total_frames = 2, 4
+        ...     def iterator(self):
+        ...         for _ in range(len(self)):
+        ...             yield TensorDict(x=torch.zeros(self.frames_per_batch), batch_size=[2])
+        ...     def shutdown(self, timeout=None, close_env=True, raise_on_error=True): ...
+        ...     def set_seed(self, seed, static_seed=False): return seed
+        ...     def state_dict(self): return {}
+        ...     def load_state_dict(self, state_dict): ...
+        ...     def _push_weights(self, weights, worker_ids): ...
+        >>> with Constant() as collector:
+        ...     [batch.batch_size for batch in collector]
+        [torch.Size([2]), torch.Size([2])]
     """
 
     frames_per_batch: int
     total_frames: int
+    _num_weight_workers = 1  # the worker indices update_policy_weights_ accepts: range(this)
 
-    def shutdown(self) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        *,
+        pre_collect_hook: Callable[[], Any] | None = None,
+        post_collect_hook: Callable[[TensorDictBase], Any] | None = None,
+    ) -> None:
+        self.pre_collect_hook = pre_collect_hook
+        self.post_collect_hook = post_collect_hook
+
+    # ------------------------------------------------------------------ to implement
+    @abc.abstractmethod
+    def iterator(self) -> Iterator[TensorDictBase | None]:
+        """The batches, until ``total_frames`` (what ``for batch in collector`` runs)."""
+
+    @abc.abstractmethod
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Releases envs, processes and memory; idempotent."""
+
+    @abc.abstractmethod
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seeds the envs; returns the next seed."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's state (counters, policy weights, env state)."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned."""
+
+    @abc.abstractmethod
+    def _push_weights(self, weights: Any, worker_ids: list[int] | None) -> None:
+        """Copies ``weights`` (None: the collector's default source) into the policies of
+        ``worker_ids`` (None: all)."""
+
+    # ------------------------------------------------------------------ shared
+    def update_policy_weights_(
+        self,
+        policy_or_weights: Weights | None = None,
+        *,
+        weights: TensorDictBase | Mapping[str, Any] | None = None,
+        policy: nn.Module | None = None,
+        worker_ids: int | Sequence[int] | None = None,
+        model_id: str | None = None,
+        weights_dict: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Brings new policy weights to the collector's policy (or its workers' copies).
+
+        Args:
+            policy_or_weights: a policy module (its parameters and buffers are taken), a
+                TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of entries
+                is fine), a ``state_dict``, or ``{worker_index: weights}`` for per-worker
+                weights. ``None``: the collector's default (see the collector's docs).
+            weights: the same as a TensorDict or ``state_dict`` given by keyword.
+            policy: the same as a module given by keyword.
+            worker_ids: the worker index, or indices, to update (None: every worker); the
+                others keep their weights. A single-process collector has the one worker 0.
+            model_id: ``"policy"`` (or None): tdrl collectors sync the policy only.
+            weights_dict: ``{"policy": weights}``, TorchRL's form for several models.
+
+        Raises:
+            ValueError: two sources of weights are given, another model than ``"policy"`` is
+                named, or a worker index is out of range.
+            TypeError: ``worker_ids`` holds something other than worker indices (devices).
+        """
+        owner = f"{type(self).__name__}.update_policy_weights_"
+        source = _one_source(owner, policy_or_weights, weights, policy, model_id, weights_dict)
+        per_worker = isinstance(source, Mapping) and not isinstance(source, TensorDictBase)
+        if per_worker and len(source) and all(_is_index(k) for k in source):
+            if worker_ids is not None:
+                raise ValueError(
+                    f"{owner}: per-worker weights already name their workers (got worker_ids="
+                    f"{worker_ids!r} too). Pass {{worker: weights}} or worker_ids, not both."
+                )
+            for w, value in source.items():
+                self._push_weights(_module_weights(owner, value), self._workers(owner, w))
+            return
+        self._push_weights(_module_weights(owner, source), self._workers(owner, worker_ids))
+
+    def _workers(self, owner: str, worker_ids: Any) -> list[int] | None:
+        if worker_ids is None:
+            return None
+        ids = [worker_ids] if _is_index(worker_ids) else worker_ids
+        if isinstance(ids, (str, torch.device)) or not all(_is_index(w) for w in ids):
+            raise TypeError(
+                f"{owner}: worker_ids must be worker indices (got {worker_ids!r}; expected an "
+                "int or a list of ints). tdrl does not address workers by device."
+            )
+        n = self._num_weight_workers
+        bad = [w for w in ids if not 0 <= w < n]
+        if bad:
+            raise ValueError(
+                f"{owner}: worker_ids {bad} are out of range (got {worker_ids!r}; expected "
+                f"indices in [0, {n})). Pass indices of this collector's workers."
+            )
+        return sorted({int(w) for w in ids})
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        return self.iterator()
 
     def __len__(self) -> int:
         """The number of batches the iterator yields: ``ceil(total_frames / frames_per_batch)``.
@@ -54,6 +190,55 @@ class CollectorBase:
             pass
 
 
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_source(
+    owner: str, positional: Any, weights: Any, policy: Any, model_id: Any, weights_dict: Any
+) -> Any:
+    """The one source of weights among TorchRL's ways of passing it."""
+    if model_id not in (None, "policy"):
+        raise ValueError(
+            f"{owner}: tdrl collectors sync the policy only (got model_id={model_id!r}; "
+            "expected None or 'policy'). Update other models yourself."
+        )
+    if weights_dict is not None:
+        extra = sorted(map(str, set(weights_dict) - {"policy"}))
+        if extra or model_id is not None:
+            raise ValueError(
+                f"{owner}: weights_dict may only hold 'policy', without model_id (got model "
+                f"ids {sorted(map(str, weights_dict))}, model_id={model_id!r}). Pass "
+                "{'policy': weights}."
+            )
+    given = {
+        "policy_or_weights": positional,
+        "weights": weights,
+        "policy": policy,
+        "weights_dict": None if weights_dict is None else weights_dict.get("policy"),
+    }
+    named = [k for k, v in given.items() if v is not None]
+    if len(named) > 1:
+        raise ValueError(
+            f"{owner}: give the weights once (got {', '.join(named)}). Pass one of "
+            "policy_or_weights, weights=, policy= or weights_dict=."
+        )
+    return given[named[0]] if named else None
+
+
+def _module_weights(owner: str, source: Any) -> Any:
+    """A module's weights as a TensorDict; anything else unchanged."""
+    if not isinstance(source, nn.Module):
+        return source
+    found = policy_weights(source)
+    if found is None:
+        raise ValueError(
+            f"{owner}: the module has no parameters or buffers (got "
+            f"{type(source).__name__}; expected a module with weights). Pass the trained policy."
+        )
+    return found
+
+
 class _Iterated(Protocol):
     """What :func:`iterate_batches` reads of a collector."""
 
@@ -69,7 +254,7 @@ def iterate_batches(
     next_batch: Callable[[], TensorDictBase],
     post_collect_hook: Callable[[TensorDictBase], Any] | None = None,
 ) -> Iterator[TensorDictBase | None]:
-    """The collectors' ``__iter__``: batches from ``next_batch`` until ``total_frames``.
+    """The collectors' ``iterator``: batches from ``next_batch`` until ``total_frames``.
 
     Each batch is split into trajectories (``split_trajs``), post-processed (``postproc``),
     shown to ``post_collect_hook`` and either yielded or, with a ``replay_buffer``, written to

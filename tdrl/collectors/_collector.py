@@ -10,19 +10,21 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from tdrl.collectors._base import CollectorBase, iterate_batches
+from tdrl.collectors._base import BaseCollector, iterate_batches
 from tdrl.collectors._buffer import RolloutBuffer
 from tdrl.collectors._settings import (
-    as_device,
     build_env,
     compiled_call,
+    policy_outputs,
+    resolve_devices,
     resolve_policy,
+    truncated_keys,
 )
-from tdrl.collectors._traj_ids import trajectory_ids
+from tdrl.collectors._traj_ids import trajectory_ids, truncate_long
 from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
-from tdrl.envs.core._keys import key_tuple
+from tdrl.envs.core import RandomPolicy
 from tdrl.modules._exploration_type import ExplorationType, set_exploration_type
 
 __all__ = ["Collector"]
@@ -31,7 +33,7 @@ Policy = Callable[[TensorDictBase], TensorDictBase]
 Device = torch.device | str | int | None
 
 
-class Collector(CollectorBase):
+class Collector(BaseCollector):
     """Collects batches of transitions from one (possibly batched) env with a policy.
 
     Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` with
@@ -57,7 +59,8 @@ class Collector(CollectorBase):
     Args:
         create_env_fn: an env, or a callable returning one (called with ``create_env_kwargs``).
         policy: a TensorDict-to-TensorDict callable writing the actions; random actions from the
-            action spec (masks honoured) when None.
+            action spec (masks honoured) when None. A ``RandomPolicy()`` without a spec takes
+            the env's ``full_action_spec``.
         policy_factory: a callable returning the policy (instead of ``policy``).
         frames_per_batch: frames per yielded batch (a multiple of the env batch numel).
         total_frames: stop after this many frames (-1: never stop).
@@ -201,16 +204,17 @@ class Collector(CollectorBase):
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = bool(split_trajs)
         self.exploration_type = exploration_type
-        self._set_devices(device, storing_device, policy_device, env_device)
+        self.env_device, self.policy_device, self.storing_device = resolve_devices(
+            owner, self.env, device, storing_device, policy_device, env_device
+        )
         self._set_policy(resolve_policy(owner, policy, policy_factory), compile_policy)
         self.replay_buffer = replay_buffer
         self.postproc = postproc
         self.return_same_td = bool(return_same_td)
         self.set_truncated = bool(set_truncated)
-        self._truncated_keys = self._last_step_keys() if set_truncated else []
+        self._truncated_keys = truncated_keys(owner, self.env) if set_truncated else []
         self.no_cuda_sync = bool(no_cuda_sync)
-        self.pre_collect_hook = pre_collect_hook
-        self.post_collect_hook = post_collect_hook
+        super().__init__(pre_collect_hook=pre_collect_hook, post_collect_hook=post_collect_hook)
         self.frames = 0
         self._root: TensorDictBase | None = None
         self._buffer: RolloutBuffer | None = None
@@ -220,26 +224,12 @@ class Collector(CollectorBase):
         self._fast_random = type(self.env).rand_action is EnvBase.rand_action
         self._rand_leaves: list[tuple[Any, Any]] = []
 
-    def _set_devices(self, device: Device, storing: Device, policy: Device, env: Device) -> None:
-        owner = "Collector.__init__"
-        device_ = as_device(owner, "device", device)
-        env_dev = as_device(owner, "env_device", env)
-        own = self.env.device
-        if env_dev is not None and own is not None and env_dev != own:
-            raise ValueError(
-                f"{owner}: the env lives on {own} (got env_device={env_dev}; expected the env's "
-                "device). tdrl envs cannot be moved: build the env on that device."
-            )
-        self.env_device = env_dev or own
-        self.policy_device = as_device(owner, "policy_device", policy) or device_
-        self.storing_device = as_device(owner, "storing_device", storing) or device_
-        if self.policy_device is not None and self.env_device is None:
-            self.env_device = torch.device("cpu")  # where the policy outputs go back to
-
     def _set_policy(self, policy: Policy | None, compile_policy: Any) -> None:
         """Keeps ``policy`` (a copy on ``policy_device`` when its weights are elsewhere) and
         the callable that runs it (compiled when asked)."""
         self._policy_source: nn.Module | None = None
+        if isinstance(policy, RandomPolicy):  # RandomPolicy() takes the env's action spec
+            policy.set_action_spec_from_env(self.env)
         target = self.policy_device
         if isinstance(policy, nn.Module) and target is not None:
             weights = policy_weights(policy)
@@ -248,21 +238,6 @@ class Collector(CollectorBase):
                 policy = copy.deepcopy(policy).to(target)
         self.policy = policy
         self._policy_call = compiled_call("Collector.__init__", policy, compile_policy)
-
-    def _last_step_keys(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-        """``(truncated, done)`` key pairs that ``set_truncated`` marks on the last step."""
-        pairs = [
-            (key_tuple(g.truncated), key_tuple(g.done))
-            for g in self.env.done_groups
-            if g.truncated is not None
-        ]
-        if not pairs:
-            raise ValueError(
-                "Collector.__init__: set_truncated=True needs a truncated entry in the env's "
-                f"done specs (got done keys {self.env.done_keys}; expected a 'truncated' key). "
-                "Add one to the env's full_done_spec."
-            )
-        return pairs
 
     # ------------------------------------------------------------------ policy
     def _act(self, td: TensorDictBase) -> TensorDictBase:
@@ -289,27 +264,15 @@ class Collector(CollectorBase):
         are allocated even when the first frames use random actions.
         """
         if self._policy_fill is None:
-            before = set(td.keys(True, True))
-            probe = self.policy(td.clone())  # type: ignore[misc]
-            self._policy_fill = [
-                (key, torch.zeros_like(probe.get(key)))
-                for key in probe.keys(True, True)
-                if key not in before and key not in self.env.action_keys
-            ]
+            self._policy_fill = policy_outputs(self.policy, td, self.env.action_keys)
         for key, zeros in self._policy_fill:
             td.set(key, zeros)
 
-    def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
-        """Copies ``weights`` into the policy in place.
-
-        Without weights this is a no-op when the policy is shared in-process, and copies the
-        given policy's current weights when the collector runs a copy of it on
-        ``policy_device``.
-
-        Args:
-            weights: a TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of
-                entries is fine) or a ``state_dict``.
-        """
+    def _push_weights(self, weights: Any, worker_ids: list[int] | None) -> None:
+        """``update_policy_weights_``: copies ``weights`` into the policy in place. Without
+        weights this is a no-op when the policy is shared in-process, and copies the given
+        policy's current weights when the collector runs a copy of it on ``policy_device``.
+        The Collector is its only worker (``worker_ids`` 0)."""
         current = policy_weights(self.policy)
         if weights is None and self._policy_source is not None:
             weights = policy_weights(self._policy_source)
@@ -327,23 +290,6 @@ class Collector(CollectorBase):
         self._traj_steps = torch.zeros(self.env.batch_size, dtype=torch.long)
         return root
 
-    def _truncate(self, td: TensorDictBase, limit: int) -> None:
-        assert self._traj_steps is not None
-        self._traj_steps += 1
-        cut = self._traj_steps >= limit
-        if not cut.any():
-            return
-        for g in self.env.done_groups:
-            for key in (g.done, g.truncated):
-                if key is None:
-                    continue
-                full = ("next", *key_tuple(key))
-                flag = td.get(full, None)
-                if flag is None:
-                    continue
-                m = cut.reshape(*cut.shape, *([1] * (flag.ndim - cut.ndim)))
-                td.set(full, flag | m)
-
     def _make_buffer(self, td: TensorDictBase) -> RolloutBuffer:
         example = td.clone()
         for ids in self._ids:
@@ -356,7 +302,8 @@ class Collector(CollectorBase):
     def _step_once(self, root: TensorDictBase, t: int) -> TensorDictBase:
         td = self.env.step(self._act(root))
         if self.max_frames_per_traj is not None:
-            self._truncate(td, self.max_frames_per_traj)
+            assert self._traj_steps is not None
+            truncate_long(td, self.env.done_groups, self._traj_steps, self.max_frames_per_traj)
         if self._buffer is None:
             self._buffer = self._make_buffer(td)
         self._buffer.write(td, t, [ids.ids for ids in self._ids])
@@ -371,11 +318,7 @@ class Collector(CollectorBase):
 
     def rollout(self) -> TensorDictBase:
         """Collects one batch and returns it (the preallocated memory; see the class docs)."""
-        if self._shutdown:
-            raise RuntimeError(
-                "Collector.rollout: the collector is shut down (got a call after "
-                "shutdown()). Build a new collector."
-            )
+        self._check_open("rollout")
         if self.pre_collect_hook is not None:
             self.pre_collect_hook()
         if self._root is None or self.reset_at_each_iter:
@@ -395,7 +338,8 @@ class Collector(CollectorBase):
                 data.get(("next", *key)).select(dim, -1).fill_(True)
         return data
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def iterator(self) -> Iterator[TensorDictBase | None]:
+        """The batches until ``total_frames`` (what ``for batch in collector`` runs)."""
         return iterate_batches(self, self._owned_rollout, self.post_collect_hook)
 
     def _owned_rollout(self) -> TensorDictBase:
@@ -429,8 +373,9 @@ class Collector(CollectorBase):
             state["policy"] = self.policy.state_dict()
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores what ``state_dict`` returned."""
+        state = state_dict
         self.frames = int(state["frames"])
         self._ids[0].next_id = int(state["next_traj_id"])
         for ids, value in zip(self._ids[1:], state.get("next_group_traj_ids", [])):
@@ -440,10 +385,70 @@ class Collector(CollectorBase):
         if "policy" in state and isinstance(self.policy, nn.Module):
             self.policy.load_state_dict(state["policy"])
 
-    def shutdown(self) -> None:
-        """Closes the env if the collector built it; idempotent."""
+    def reset(self, index: Any = None, **kwargs: Any) -> None:
+        """Resets the envs: the next batch starts from fresh trajectories with new
+        ``("collector", "traj_ids")``.
+
+        Args:
+            index: an index into the env batch (an int, slice, mask, ...): only those envs
+                are reset, the others continue their trajectories. None: reset every env.
+            **kwargs: refused (tdrl's ``env.reset`` takes no keyword arguments).
+
+        Raises:
+            ValueError: an ``index`` for an env with batch size ``()``, or keyword arguments.
+        """
+        self._check_open("reset")
+        if kwargs:
+            raise ValueError(
+                f"Collector.reset: tdrl envs reset without keyword arguments (got "
+                f"{sorted(kwargs)}). Put what _reset reads into the env or its data."
+            )
+        if index is not None and not self.env.batch_size:
+            raise ValueError(
+                f"Collector.reset: the env has batch size () (got index={index!r}; expected "
+                "None). Reset the single env with reset()."
+            )
+        if index is None or self._root is None:  # nothing ran yet: a full start either way
+            self._root = self._start()
+            return
+        mask = torch.zeros(self.env.batch_size, dtype=torch.bool)
+        mask[index] = True
+        root = self._root.clone(False).set("_reset", mask.to(self._root.device))
+        self._root = self.env.reset(root)
+        for ids in self._ids:
+            ids.restart(mask)
+        if self._traj_steps is not None:
+            self._traj_steps.masked_fill_(mask, 0)
+
+    def _check_open(self, method: str) -> None:
+        if self._shutdown:
+            raise RuntimeError(
+                f"Collector.{method}: the collector is shut down (got a call after "
+                "shutdown()). Build a new collector."
+            )
+
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Closes the env if the collector built it; idempotent.
+
+        Args:
+            timeout: seconds to wait; the Collector has no worker to wait for (None or a
+                number >= 0).
+            close_env: close the env the collector built from ``create_env_fn``; False leaves
+                it open. An env instance passed in belongs to the caller and stays open.
+            raise_on_error: raise what closing the env raised; False swallows it.
+        """
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(
+                f"Collector.shutdown: timeout must be None or >= 0 seconds (got {timeout!r})."
+            )
         if self._shutdown:
             return
         self._shutdown = True
-        if self._owns_env:
-            self.env.close()
+        if close_env and self._owns_env:
+            try:
+                self.env.close()
+            except Exception:
+                if raise_on_error:
+                    raise

@@ -10,8 +10,6 @@ only carry commands (and, with :class:`MultiProcessWeightSyncScheme`, weights).
 from __future__ import annotations
 
 import contextlib
-import functools
-import math
 import multiprocessing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +19,8 @@ import cloudpickle
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.collectors._base import CollectorBase, iterate_batches
+from tdrl.collectors._base import BaseCollector, iterate_batches
+from tdrl.collectors._multi_setup import check_options, env_fns, layout_difference
 from tdrl.collectors._settings import as_device, policy_scheme, resolve_policy
 from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import (
@@ -42,7 +41,6 @@ __all__ = ["MultiCollectorBase", "MultiCollectorOptions"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
 Device = torch.device | str | int | None
-_START_METHODS = ("spawn", "fork", "forkserver")
 
 
 @dataclass(frozen=True)
@@ -65,62 +63,7 @@ class MultiCollectorOptions:
     shutdown_timeout: float = 10.0
 
 
-def _env_fns(owner: str, create_env_fn: Any, num_workers: int | None, kwargs: Any) -> list[Any]:
-    """One env factory per worker: TorchRL's list of factories, or one factory and
-    ``num_workers``; ``create_env_kwargs`` (a dict, or one per worker) bound to them."""
-    if isinstance(create_env_fn, (list, tuple)):
-        fns = list(create_env_fn)
-        if num_workers is not None and num_workers != len(fns):
-            raise ValueError(
-                f"{owner}.__init__: num_workers does not match create_env_fn (got "
-                f"num_workers={num_workers} and {len(fns)} env factories). Pass one of them."
-            )
-    elif callable(create_env_fn) and not isinstance(create_env_fn, EnvBase) and num_workers:
-        fns = [create_env_fn] * int(num_workers)
-    else:
-        fns = []
-    if not fns or not all(callable(f) and not isinstance(f, EnvBase) for f in fns):
-        raise TypeError(
-            f"{owner}.__init__: create_env_fn must be a non-empty list of callables returning "
-            f"an EnvBase, one per worker, or one callable with num_workers (got "
-            f"{create_env_fn!r}). Pass e.g. [make_env] * 2 or make_env, num_workers=2."
-        )
-    per_worker = kwargs if isinstance(kwargs, (list, tuple)) else [kwargs] * len(fns)
-    if len(per_worker) != len(fns):
-        raise ValueError(
-            f"{owner}.__init__: create_env_kwargs holds {len(per_worker)} dicts (expected one "
-            f"per worker: {len(fns)}). Pass one dict for all workers or one per worker."
-        )
-    return [functools.partial(f, **kw) if kw else f for f, kw in zip(fns, per_worker)]
-
-
-def _check_options(owner: str, method: str, options: MultiCollectorOptions) -> None:
-    if method not in _START_METHODS:
-        raise ValueError(
-            f"{owner}.__init__: unknown mp_start_method (got {method!r}; expected one of "
-            f"{_START_METHODS}). Pass None for 'spawn'."
-        )
-    for name in ("start_timeout", "batch_timeout", "shutdown_timeout"):
-        value = getattr(options, name)
-        if not value > 0 or math.isinf(value):
-            raise ValueError(
-                f"{owner}.__init__: options.{name} must be a finite number of seconds > 0 "
-                f"(got {value!r}). Pass e.g. 60.0."
-            )
-
-
-def _layout_difference(a: TensorDictBase, b: TensorDictBase) -> str | None:
-    keys_a, keys_b = set(a.keys(True, True)), set(b.keys(True, True))
-    if keys_a != keys_b:
-        return f"keys {sorted(map(str, keys_a ^ keys_b))} are not in both"
-    for key in keys_a:
-        x, y = a.get(key), b.get(key)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return f"{key!r}: {tuple(x.shape)} {x.dtype} != {tuple(y.shape)} {y.dtype}"
-    return None
-
-
-class MultiCollectorBase(CollectorBase):
+class MultiCollectorBase(BaseCollector):
     """What :class:`MultiSyncCollector` and :class:`MultiAsyncCollector` share (see them).
 
     Subclasses write ``_worker_frames`` (frames per worker batch) and ``_next_batch``.
@@ -205,21 +148,22 @@ class MultiCollectorBase(CollectorBase):
             },
         )
         self.cat_results = self._check_cat_results(cat_results)
-        fns = _env_fns(owner, create_env_fn, num_workers, create_env_kwargs)
+        fns = env_fns(owner, create_env_fn, num_workers, create_env_kwargs)
         if frames_per_batch <= 0:
             raise ValueError(
                 f"{owner}.__init__: frames_per_batch must be positive (got {frames_per_batch})."
             )
         options = options or MultiCollectorOptions()
         method = mp_start_method or "spawn"
-        _check_options(owner, method, options)
+        check_options(owner, method, options)
         if return_same_td and replay_buffer is not None:
             raise ValueError(
                 f"{owner}.__init__: return_same_td=True cannot be used with a replay_buffer (got "
                 "both; expected at most one). The buffer stores copies of each batch: drop "
                 "return_same_td."
             )
-        self.num_workers = len(fns)
+        self.num_workers = self._num_weight_workers = len(fns)
+        super().__init__(pre_collect_hook=pre_collect_hook, post_collect_hook=post_collect_hook)
         self.policy = resolve_policy(f"{owner}.__init__", policy, policy_factory)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -307,7 +251,7 @@ class MultiCollectorBase(CollectorBase):
 
     def _allocate(self, layouts: list[TensorDictBase], frames: int) -> None:
         for w, layout in enumerate(layouts[1:], 1):
-            diff = _layout_difference(layouts[0], layout)
+            diff = layout_difference(layouts[0], layout)
             if diff is not None:
                 raise ValueError(
                     f"{self._owner}.__init__: worker {w} collects other data than worker 0 "
@@ -364,22 +308,16 @@ class MultiCollectorBase(CollectorBase):
             return same.to(storing) if moves else same
         return tree.view().to(storing) if moves else tree.clone()
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def iterator(self) -> Iterator[TensorDictBase | None]:
+        """The batches until ``total_frames`` (what ``for batch in collector`` runs)."""
         return iterate_batches(self, self._next_batch)
 
     # ------------------------------------------------------------------ weights and state
-    def update_policy_weights_(
-        self, weights: TensorDictBase | Mapping[str, torch.Tensor] | None = None
-    ) -> None:
-        """Publishes new policy weights to the workers through the weight sync scheme.
-
-        Every batch whose collection starts after this returns runs with the new weights.
-
-        Args:
-            weights: a TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of
-                entries is fine) or a ``state_dict``; ``None`` takes the current weights of the
-                policy given to the constructor.
-        """
+    def _push_weights(self, weights: Any, worker_ids: list[int] | None) -> None:
+        """``update_policy_weights_``: publishes the weights (None: the current weights of the
+        policy given to the constructor) to the workers ``worker_ids`` (None: all) through the
+        weight sync scheme; every batch of theirs whose collection starts after this returns
+        runs with them."""
         self._live_pool("update_policy_weights_")
         ref = policy_weights(self.policy)
         if ref is None:
@@ -390,7 +328,7 @@ class MultiCollectorBase(CollectorBase):
                 )
             return
         new = ref if weights is None else as_weights(self._owner, weights, ref)
-        self.weight_sync.send(new.detach())
+        self.weight_sync.send(new.detach(), worker_ids)
 
     def _drain(self) -> None:
         """Waits for batches still being collected (the async collector's), dropping them."""
@@ -424,8 +362,9 @@ class MultiCollectorBase(CollectorBase):
         states = self._ask_each("state_dict", "state_dict", [()] * self.num_workers)
         return {"frames": self.frames, "workers": states}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores what ``state_dict`` returned (same number of workers)."""
+        state = state_dict
         workers = state["workers"]
         if len(workers) != self.num_workers:
             raise ValueError(
@@ -435,20 +374,60 @@ class MultiCollectorBase(CollectorBase):
         self._ask_each("load_state_dict", "load_state_dict", [(s,) for s in workers])
         self.frames = int(state["frames"])
 
+    def reset(self, reset_idx: Sequence[bool] | None = None) -> None:
+        """Resets the envs of the workers where ``reset_idx`` (one bool per worker; None:
+        every worker) is true: their next batch starts from fresh trajectories with new ids.
+        Batches still being collected are dropped first."""
+        if reset_idx is None:
+            reset_idx = [True] * self.num_workers
+        if len(reset_idx) != self.num_workers:
+            raise ValueError(
+                f"{self._owner}.reset: reset_idx needs one bool per worker (got {len(reset_idx)} "
+                f"for {self.num_workers} workers). Pass e.g. [True] * num_workers."
+            )
+        workers = [w for w, r in enumerate(reset_idx) if r]
+        pool = self._live_pool("reset")
+        with self._guard():
+            self._drain()
+            for w in workers:
+                pool.send(w, "reset", ())
+            pool.gather(workers, "reset")
+
     # ------------------------------------------------------------------ lifecycle
     @property
     def worker_pids(self) -> list[int]:
         """The worker process ids."""
         return self._pool.pids if hasattr(self, "_pool") else []
 
-    def shutdown(self) -> None:
-        """Stops the workers (bounded by ``options.shutdown_timeout``, then killed) and frees
-        the shared memory. Idempotent; also runs from ``__del__`` and ``with`` blocks."""
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Stops the workers and frees the shared memory. Idempotent; also runs from
+        ``__del__`` and ``with`` blocks.
+
+        Args:
+            timeout: seconds to wait for clean exits before the workers are killed (None:
+                ``options.shutdown_timeout``).
+            close_env: must be True: the workers' envs close with them (as in TorchRL).
+            raise_on_error: raise what stopping the workers raised; False swallows it.
+        """
+        if not close_env:
+            raise ValueError(
+                f"{self._owner}.shutdown: the workers' envs close with the workers (got "
+                "close_env=False; expected True, as in TorchRL). Drop close_env."
+            )
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(
+                f"{self._owner}.shutdown: timeout must be None or >= 0 seconds (got {timeout!r})."
+            )
         if self._closed:
             return
         self._closed = True
         try:
-            self._pool.shutdown()
+            self._pool.shutdown(timeout)
+        except Exception:
+            if raise_on_error:
+                raise
         finally:
             self.weight_sync.close()
             self._buffer = self._batch_view = self._row_views = None  # type: ignore[assignment]

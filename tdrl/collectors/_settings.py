@@ -11,14 +11,18 @@ from tensordict import TensorDictBase
 
 from tdrl.collectors._weight_sync import WeightSyncScheme
 from tdrl.envs import EnvBase
+from tdrl.envs.core._keys import key_tuple
 
 __all__ = [
     "WarmupCompiled",
     "as_device",
     "build_env",
     "compiled_call",
+    "policy_outputs",
     "policy_scheme",
+    "resolve_devices",
     "resolve_policy",
+    "truncated_keys",
 ]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
@@ -34,6 +38,43 @@ def as_device(owner: str, name: str, value: Any) -> torch.device | None:
             "device, str or int). Per-worker devices are not supported by tdrl: pass one device."
         )
     return torch.device(value)
+
+
+def resolve_devices(
+    owner: str, env: EnvBase, device: Any, storing: Any, policy: Any, env_device: Any
+) -> tuple[torch.device | None, torch.device | None, torch.device | None]:
+    """``(env_device, policy_device, storing_device)`` of a Collector (``device`` is the default
+    of the last two); tdrl envs cannot move, so ``env_device`` must be the env's."""
+    device_ = as_device(owner, "device", device)
+    env_dev = as_device(owner, "env_device", env_device)
+    own = env.device
+    if env_dev is not None and own is not None and env_dev != own:
+        raise ValueError(
+            f"{owner}: the env lives on {own} (got env_device={env_dev}; expected the env's "
+            "device). tdrl envs cannot be moved: build the env on that device."
+        )
+    env_dev = env_dev or own
+    policy_dev = as_device(owner, "policy_device", policy) or device_
+    storing_dev = as_device(owner, "storing_device", storing) or device_
+    if policy_dev is not None and env_dev is None:
+        env_dev = torch.device("cpu")  # where the policy outputs go back to
+    return env_dev, policy_dev, storing_dev
+
+
+def truncated_keys(owner: str, env: EnvBase) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``(truncated, done)`` key pairs that ``set_truncated`` marks on a batch's last step."""
+    pairs = [
+        (key_tuple(g.truncated), key_tuple(g.done))
+        for g in env.done_groups
+        if g.truncated is not None
+    ]
+    if not pairs:
+        raise ValueError(
+            f"{owner}: set_truncated=True needs a truncated entry in the env's done specs (got "
+            f"done keys {env.done_keys}; expected a 'truncated' key). Add one to the env's "
+            "full_done_spec."
+        )
+    return pairs
 
 
 def build_env(
@@ -121,6 +162,18 @@ def compiled_call(owner: str, policy: Policy | None, compile_policy: Any) -> Pol
             "compiled). Pass a policy or drop compile_policy."
         )
     return WarmupCompiled(policy, {} if compile_policy is True else compile_policy)
+
+
+def policy_outputs(policy: Any, td: TensorDictBase, action_keys: Any) -> list[tuple[Any, Any]]:
+    """``(key, zeros)`` of what ``policy`` writes besides the actions (log-probs, values, next
+    hidden states), from a dry run on a copy of ``td``."""
+    before = set(td.keys(True, True))
+    probe = policy(td.clone())
+    return [
+        (key, torch.zeros_like(probe.get(key)))
+        for key in probe.keys(True, True)
+        if key not in before and key not in action_keys
+    ]
 
 
 def policy_scheme(owner: str, schemes: Any) -> WeightSyncScheme | None:

@@ -11,7 +11,7 @@ from tdrl.envs import EnvBase
 from tdrl.envs.batched._shared import _lookup
 from tdrl.envs.core._keys import as_key, key_tuple
 
-__all__ = ["TrajIds", "trajectory_ids"]
+__all__ = ["TrajIds", "trajectory_ids", "truncate_long"]
 
 
 class TrajIds:
@@ -34,6 +34,13 @@ class TrajIds:
     def start(self) -> None:
         n = self.shape.numel()
         self.ids = torch.arange(self.next_id, self.next_id + n).reshape(self.shape)
+        self.next_id += n
+
+    def restart(self, mask: torch.Tensor) -> None:
+        """Gives fresh ids to the members of the envs where ``mask`` (env batch shape) is true."""
+        m = mask.reshape(*mask.shape, *([1] * (len(self.shape) - mask.ndim))).expand(self.shape)
+        n = int(m.sum())
+        self.ids = self.ids.masked_scatter(m, torch.arange(self.next_id, self.next_id + n))
         self.next_id += n
 
     def renew(self, td: TensorDictBase) -> torch.Tensor | None:
@@ -62,3 +69,22 @@ def trajectory_ids(env: EnvBase) -> list[TrajIds]:
         shape = shape[:-1] if shape[-1:] == (1,) else shape
         out.append(TrajIds((*g.prefix, "collector", "traj_ids"), g.done, shape))
     return out
+
+
+def truncate_long(td: TensorDictBase, groups: Any, steps: torch.Tensor, limit: int) -> None:
+    """``max_frames_per_traj``: counts a step in ``steps`` (env batch shape) and marks ``done``
+    and ``truncated`` of ``td["next"]`` where a trajectory reached ``limit`` steps."""
+    steps += 1
+    cut = steps >= limit
+    if not cut.any():
+        return
+    for g in groups:
+        for key in (g.done, g.truncated):
+            if key is None:
+                continue
+            full = ("next", *key_tuple(key))
+            flag = td.get(full, None)
+            if flag is None:
+                continue
+            m = cut.reshape(*cut.shape, *([1] * (flag.ndim - cut.ndim)))
+            td.set(full, flag | m)

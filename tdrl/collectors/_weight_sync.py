@@ -3,8 +3,9 @@
 A scheme has a parent side (``setup`` once, ``send`` on every ``update_policy_weights_``,
 ``message`` for each command that starts a batch) and a worker side, the picklable receiver
 that ``setup`` returns for each worker (``attach`` to the worker's policy once, ``receive``
-before every batch). The contract every scheme keeps: once ``send`` returned, every batch whose
-collection starts later runs with the sent weights; a batch never mixes two versions.
+before every batch). The contract every scheme keeps: once ``send(weights, worker_ids)``
+returned, every batch of those workers (None: all) whose collection starts later runs with the
+sent weights, the other workers keep theirs; a batch never mixes two versions.
 """
 
 from __future__ import annotations
@@ -123,8 +124,9 @@ class WeightSyncScheme:
         self._claim()
         return [WeightReceiver() for _ in range(num_workers)]
 
-    def send(self, weights: TensorDictBase) -> None:
-        """Publishes ``weights`` (checked against the policy by the collector)."""
+    def send(self, weights: TensorDictBase, worker_ids: list[int] | None = None) -> None:
+        """Publishes ``weights`` (checked against the policy by the collector) to the workers
+        ``worker_ids`` (None: all)."""
 
     def message(self, worker: int) -> Any:
         """What goes to ``worker`` with the command that starts its next batch."""
@@ -158,8 +160,16 @@ class _SharedMemReceiver(WeightReceiver):
         self._local = policy_weights(policy)
 
     def receive(self, message: Any) -> None:
-        if int(self.version) == self._seen or self._local is None:
+        if self._local is None:
             return
+        if int(self.version) != self._seen:
+            self._copy_shared()
+        if message is not None:  # sent to this worker only: newer than the shared copy
+            with torch.no_grad():
+                self._local.update_(pickle.loads(message))
+
+    def _copy_shared(self) -> None:
+        assert self._local is not None
         if not self.lock.acquire(timeout=self.timeout):
             raise TimeoutError(
                 f"SharedMemWeightSyncScheme.receive: the weights lock stayed taken for "
@@ -181,7 +191,9 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
     ``send`` writes the new weights into the shared copy under a lock and bumps a version
     counter; a worker reads the counter before each batch and, when it moved, copies the shared
     weights into its own policy under the same lock. Nothing goes through the pipes and the
-    copy happens only after an update. Memory: one extra copy of the weights (cpu).
+    copy happens only after an update. Memory: one extra copy of the weights (cpu). Weights
+    sent to some workers only (``worker_ids``) travel by value with those workers' next batch
+    command instead, so the shared copy stays the one every other worker may still load.
 
     Args:
         lock_timeout: seconds ``send`` and the workers wait for the lock.
@@ -204,6 +216,7 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
         self._shared: TensorDictBase | None = None
         self._version: torch.Tensor | None = None
         self._lock: Any = None
+        self._pending: list[bytes | None] = []
 
     def setup(self, policy: Any, num_workers: int, ctx: BaseContext) -> list[WeightReceiver]:
         weights = policy_weights(policy)
@@ -217,12 +230,18 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
         self._shared = weights.detach().to("cpu").clone().share_memory_()
         self._version = torch.zeros((), dtype=torch.int64).share_memory_()
         self._lock = ctx.Lock()
+        self._pending = [None] * num_workers
         return [
             _SharedMemReceiver(self._shared, self._version, self._lock, self.lock_timeout)
             for _ in range(num_workers)
         ]
 
-    def send(self, weights: TensorDictBase) -> None:
+    def send(self, weights: TensorDictBase, worker_ids: list[int] | None = None) -> None:
+        if worker_ids is not None and set(worker_ids) != set(range(len(self._pending))):
+            blob = pickle.dumps(weights.detach().to("cpu"), protocol=pickle.HIGHEST_PROTOCOL)
+            for w in worker_ids:
+                self._pending[w] = blob
+            return
         if self._shared is None or self._version is None:
             raise RuntimeError(
                 "SharedMemWeightSyncScheme.send: setup has not run (got a send before the "
@@ -237,12 +256,18 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
         try:
             self._shared.update_(weights)
             self._version += 1
+            self._pending = [None] * len(self._pending)  # older than what every worker gets
         finally:
             self._lock.release()
+
+    def message(self, worker: int) -> Any:
+        blob, self._pending[worker] = self._pending[worker], None
+        return blob
 
     def close(self) -> None:
         self._shared = None
         self._version = None
+        self._pending = [None] * len(self._pending)
 
 
 class _PipeReceiver(WeightReceiver):
@@ -287,9 +312,10 @@ class MultiProcessWeightSyncScheme(WeightSyncScheme):
         self._pending = [None] * num_workers
         return [_PipeReceiver() for _ in range(num_workers)]
 
-    def send(self, weights: TensorDictBase) -> None:
+    def send(self, weights: TensorDictBase, worker_ids: list[int] | None = None) -> None:
         blob = pickle.dumps(weights.detach().to("cpu"), protocol=pickle.HIGHEST_PROTOCOL)
-        self._pending = [blob] * len(self._pending)
+        for w in range(len(self._pending)) if worker_ids is None else worker_ids:
+            self._pending[w] = blob
 
     def message(self, worker: int) -> Any:
         blob, self._pending[worker] = self._pending[worker], None

@@ -114,6 +114,9 @@ class _Server:
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         return int(self.collector.set_seed(seed, static_seed))
 
+    def reset(self) -> None:
+        self.collector.reset()
+
     def state_dict(self) -> dict[str, Any]:
         return self.collector.state_dict()
 
