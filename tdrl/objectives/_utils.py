@@ -71,7 +71,13 @@ def value_target(
         terminated = est._expand_flag(terminated, reward, keys.terminated)
     with torch.no_grad():
         _, target = est._estimate(
-            value, next_value, reward, done, terminated, time_dim=td.batch_dims - 1
+            value,
+            next_value,
+            reward,
+            done,
+            terminated,
+            time_dim=est._time_dim(td, None),
+            tensordict=td,
         )
     return target
 

@@ -174,8 +174,9 @@ def test_average_gae_standardises_advantage_not_target():
     GAE(gamma=0.9, lmbda=0.8, average_gae=True)(td)
     adv = td["advantage"]
     torch.testing.assert_close(adv.mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
-    torch.testing.assert_close(adv.std(correction=0), torch.tensor(1.0))
-    standard = (expected_adv - expected_adv.mean()) / expected_adv.std(correction=0)
+    # TorchRL standardises with the unbiased std (Tensor.std()).
+    torch.testing.assert_close(adv.std(), torch.tensor(1.0))
+    standard = (expected_adv - expected_adv.mean()) / expected_adv.std()
     torch.testing.assert_close(adv, standard)
     torch.testing.assert_close(td["value_target"], expected_target)
 
@@ -185,7 +186,7 @@ def test_average_rewards(kind):
     td = make_td((4,), 20, seed=5)
     reward = td["next", "reward"].clone()
     standard = td.clone()
-    standard["next", "reward"] = (reward - reward.mean()) / reward.std(correction=0)
+    standard["next", "reward"] = (reward - reward.mean()) / reward.std()
     _, expected_target = expected_loop(kind, standard, 0.9, 0.8)
     make_estimator(kind, average_rewards=True)(td)
     torch.testing.assert_close(td["value_target"], expected_target)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import enum
 
+import torch
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
 from torch import Tensor
 
-from tdrl.objectives.value import functional
+from tdrl.objectives.value import _reference, functional
 from tdrl.objectives.value._base import ValueEstimatorBase, _standardise
 
 __all__ = ["GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "ValueEstimators"]
@@ -36,16 +39,34 @@ class _TDBase(ValueEstimatorBase):
         self,
         *,
         gamma: float | Tensor,
-        value_network: TensorDictModuleBase | None = None,
         average_rewards: bool = False,
+        value_network: TensorDictModuleBase | None = None,
+        shifted: bool = False,
         differentiable: bool = False,
-        skip_existing: bool = False,
+        skip_existing: bool | None = None,
+        device: torch.device | str | None = None,
+        time_dim: int | None = None,
+        deactivate_vmap: bool = False,
+        value_chunk_size: int | None = None,
+        num_chunks: int | None = None,
+        num_chunk: int | None = None,
+        value_chunk_dim: int = 0,
+        group_key: NestedKey | None = None,
     ) -> None:
         super().__init__(
             gamma=gamma,
             value_network=value_network,
+            shifted=shifted,
             differentiable=differentiable,
             skip_existing=skip_existing,
+            device=device,
+            time_dim=time_dim,
+            deactivate_vmap=deactivate_vmap,
+            value_chunk_size=value_chunk_size,
+            num_chunks=num_chunks,
+            num_chunk=num_chunk,
+            value_chunk_dim=value_chunk_dim,
+            group_key=group_key,
         )
         self.average_rewards = average_rewards
 
@@ -58,9 +79,10 @@ class _TDBase(ValueEstimatorBase):
         terminated: Tensor,
         *,
         time_dim: int,
+        tensordict: TensorDictBase | None = None,
     ) -> tuple[Tensor, Tensor]:
         if self.average_rewards:
-            reward = _standardise(reward)
+            reward = _standardise(reward, 1e-5, self._groups(tensordict))
         target = self._target(next_value, reward, done, terminated, time_dim=time_dim)
         return target - value, target
 
@@ -77,8 +99,11 @@ class TD0Estimator(_TDBase):
     handling and multi-agent broadcasting are described in :class:`ValueEstimatorBase`.
 
     Args:
-        average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
+        average_rewards: standardise the rewards (zero mean, unbiased unit std over all
+            elements, or within the ``group_key`` groups) first.
+        gamma, value_network, shifted, differentiable, skip_existing, device, time_dim,
+            deactivate_vmap, value_chunk_size, num_chunks, num_chunk, value_chunk_dim,
+            group_key: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -103,8 +128,11 @@ class TD1Estimator(_TDBase):
     handling and multi-agent broadcasting are described in :class:`ValueEstimatorBase`.
 
     Args:
-        average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
+        average_rewards: standardise the rewards (zero mean, unbiased unit std over all
+            elements, or within the ``group_key`` groups) first.
+        gamma, value_network, shifted, differentiable, skip_existing, device, time_dim,
+            deactivate_vmap, value_chunk_size, num_chunks, num_chunk, value_chunk_dim,
+            group_key: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -132,8 +160,13 @@ class TDLambdaEstimator(_TDBase):
 
     Args:
         lmbda: the lambda mixing factor (0 gives TD(0), 1 gives TD(1)).
-        average_rewards: standardise the rewards (zero mean, unit std over all elements) first.
-        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
+        average_rewards: standardise the rewards (zero mean, unbiased unit std over all
+            elements, or within the ``group_key`` groups) first.
+        vectorized: ``True`` (default) runs the vectorised recursion, ``False`` the step-by-step
+            loop (TorchRL's two implementations; the same returns).
+        gamma, value_network, shifted, differentiable, skip_existing, device, time_dim,
+            deactivate_vmap, value_chunk_size, num_chunks, num_chunk, value_chunk_dim,
+            group_key: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -152,26 +185,49 @@ class TDLambdaEstimator(_TDBase):
         *,
         gamma: float | Tensor,
         lmbda: float | Tensor,
-        value_network: TensorDictModuleBase | None = None,
         average_rewards: bool = False,
+        vectorized: bool = True,
+        value_network: TensorDictModuleBase | None = None,
+        shifted: bool = False,
         differentiable: bool = False,
-        skip_existing: bool = False,
+        skip_existing: bool | None = None,
+        device: torch.device | str | None = None,
+        time_dim: int | None = None,
+        deactivate_vmap: bool = False,
+        value_chunk_size: int | None = None,
+        num_chunks: int | None = None,
+        num_chunk: int | None = None,
+        value_chunk_dim: int = 0,
+        group_key: NestedKey | None = None,
     ) -> None:
         super().__init__(
             gamma=gamma,
-            value_network=value_network,
             average_rewards=average_rewards,
+            value_network=value_network,
+            shifted=shifted,
             differentiable=differentiable,
             skip_existing=skip_existing,
+            device=device,
+            time_dim=time_dim,
+            deactivate_vmap=deactivate_vmap,
+            value_chunk_size=value_chunk_size,
+            num_chunks=num_chunks,
+            num_chunk=num_chunk,
+            value_chunk_dim=value_chunk_dim,
+            group_key=group_key,
         )
+        self.vectorized = vectorized
         self._set_factor("lmbda", lmbda)
 
     def _target(
         self, next_value: Tensor, reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int
     ) -> Tensor:
-        return functional.td_lambda_return_estimate(
-            self.gamma, self.lmbda, next_value, reward, done, terminated, time_dim=time_dim
+        fn = (
+            functional.td_lambda_return_estimate
+            if self.vectorized
+            else _reference.td_lambda_return_estimate_loop
         )
+        return fn(self.gamma, self.lmbda, next_value, reward, done, terminated, time_dim=time_dim)
 
 
 class GAE(ValueEstimatorBase):
@@ -183,8 +239,15 @@ class GAE(ValueEstimatorBase):
 
     Args:
         lmbda: the GAE lambda.
-        average_gae: standardise the advantage (zero mean, unit std over all elements).
-        gamma, value_network, differentiable, skip_existing: see :class:`ValueEstimatorBase`.
+        average_gae: standardise the advantage (zero mean, unit std over all elements, or
+            within the ``group_key`` groups).
+        vectorized: ``False`` runs the step-by-step loop instead of the vectorised recursion
+            (``None``/``True``, default); the same advantages.
+        auto_reset_env: as TorchRL: a truncated step (``("next", "truncated")``) adds
+            ``gamma * V(s_t)`` to its reward and ends the recursion like a terminal step.
+        gamma, value_network, shifted, differentiable, skip_existing, device, time_dim,
+            deactivate_vmap, value_chunk_size, num_chunks, num_chunk, value_chunk_dim,
+            group_key: see :class:`ValueEstimatorBase`.
 
     Examples:
         >>> import torch
@@ -208,17 +271,39 @@ class GAE(ValueEstimatorBase):
         *,
         gamma: float | Tensor,
         lmbda: float | Tensor,
-        value_network: TensorDictModuleBase | None = None,
         average_gae: bool = False,
+        vectorized: bool | None = None,
+        auto_reset_env: bool = False,
+        value_network: TensorDictModuleBase | None = None,
+        shifted: bool = False,
         differentiable: bool = False,
-        skip_existing: bool = False,
+        skip_existing: bool | None = None,
+        device: torch.device | str | None = None,
+        time_dim: int | None = None,
+        deactivate_vmap: bool = False,
+        value_chunk_size: int | None = None,
+        num_chunks: int | None = None,
+        num_chunk: int | None = None,
+        value_chunk_dim: int = 0,
+        group_key: NestedKey | None = None,
     ) -> None:
         super().__init__(
             gamma=gamma,
             value_network=value_network,
+            shifted=shifted,
             differentiable=differentiable,
             skip_existing=skip_existing,
+            device=device,
+            time_dim=time_dim,
+            deactivate_vmap=deactivate_vmap,
+            value_chunk_size=value_chunk_size,
+            num_chunks=num_chunks,
+            num_chunk=num_chunk,
+            value_chunk_dim=value_chunk_dim,
+            group_key=group_key,
         )
+        self.vectorized = vectorized
+        self.auto_reset_env = auto_reset_env
         self._set_factor("lmbda", lmbda)
         self.average_gae = average_gae
 
@@ -231,8 +316,26 @@ class GAE(ValueEstimatorBase):
         terminated: Tensor,
         *,
         time_dim: int,
+        tensordict: TensorDictBase | None = None,
     ) -> tuple[Tensor, Tensor]:
-        advantage, target = functional.generalized_advantage_estimate(
+        if self.auto_reset_env:
+            # TorchRL: a truncated step bootstraps from V(s_t) folded into its reward, and
+            # every done step (truncated or terminated) ends the recursion.
+            if tensordict is None:
+                raise ValueError(
+                    "GAE: auto_reset_env=True needs the tensordict (got tensors only). Call the "
+                    "estimator on the tensordict."
+                )
+            truncated = self._get(tensordict, ("next", "truncated"))
+            truncated = self._expand_flag(truncated, reward, "truncated").to(reward.dtype)
+            reward = reward + self.gamma * value * truncated
+            terminated = done
+        fn = (
+            _reference.generalized_advantage_estimate_loop
+            if self.vectorized is False
+            else functional.generalized_advantage_estimate
+        )
+        advantage, target = fn(
             self.gamma,
             self.lmbda,
             value,
@@ -243,5 +346,5 @@ class GAE(ValueEstimatorBase):
             time_dim=time_dim,
         )
         if self.average_gae:
-            advantage = _standardise(advantage)
+            advantage = _standardise(advantage, 1e-4, self._groups(tensordict))
         return advantage, target

@@ -99,6 +99,7 @@ def td1_return_estimate(
     reward: Tensor,
     done: Tensor,
     terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> Tensor:
@@ -113,6 +114,8 @@ def td1_return_estimate(
         reward: ``r_t``.
         done: boolean, the trajectory ends after step ``t``.
         terminated: boolean, no bootstrapping after ``t``; ``None`` means ``done``.
+        rolling_gamma: TorchRL's option for a time-varying gamma; only ``None``/``True``
+            (``gamma[t]`` discounts the step ``t -> t + 1``), anything else raises.
         time_dim: the time dimension.
 
     Returns:
@@ -126,6 +129,7 @@ def td1_return_estimate(
         ...                     terminated).squeeze(-1)
         tensor([2.5000, 3.0000, 3.0000])
     """
+    _check_rolling("td1_return_estimate", rolling_gamma)
     return td_lambda_return_estimate(
         gamma, 1.0, next_state_value, reward, done, terminated, time_dim=time_dim
     )
@@ -138,6 +142,7 @@ def td_lambda_return_estimate(
     reward: Tensor,
     done: Tensor,
     terminated: Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> Tensor:
@@ -154,6 +159,7 @@ def td_lambda_return_estimate(
         reward: ``r_t``.
         done: boolean, the trajectory ends after step ``t``.
         terminated: boolean, no bootstrapping after ``t``; ``None`` means ``done``.
+        rolling_gamma: see :func:`td1_return_estimate`.
         time_dim: the time dimension.
 
     Returns:
@@ -167,6 +173,7 @@ def td_lambda_return_estimate(
         tensor([2.2500, 1.0000])
     """
     name = "td_lambda_return_estimate"
+    _check_rolling(name, rolling_gamma)
     _check_gamma(name, gamma, "gamma")
     _check_gamma(name, lmbda, "lmbda")
     shape = _shape(name, next_state_value, reward, done, terminated)
