@@ -213,3 +213,149 @@ def test_dropout_only_in_training() -> None:
     torch.testing.assert_close(module(td.clone())["y"], module(td.clone())["y"])
     module.train()
     assert not torch.equal(module(td.clone())["y"], module(td.clone())["y"])
+
+
+# ----------------------------------------------------------------- TorchRL's arguments
+
+
+def test_torchrl_positional_order() -> None:
+    # LSTMModule(input_size, hidden_size, num_layers, bias, batch_first, dropout, ...)
+    lstm = LSTMModule(F_IN, H, 2, False, True, 0.25, in_key="x", out_key="y")
+    assert lstm.num_layers == 2 and lstm.dropout == 0.25
+    assert not any("bias" in name for name, _ in lstm.named_parameters())
+    gru = GRUModule(F_IN, H, 3, True, True, 0.0, in_key="x", out_key="y")
+    assert gru.num_layers == 3 and gru.recurrent_state_spec()["recurrent_state"].shape == (3, H)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_in_keys_out_keys_triplets(kind) -> None:
+    n = 2 if kind == "lstm" else 1
+    states = ["h", "c"][:n]
+    in_keys = ["x", *states, "start"]
+    out_keys = ["y", *[("next", f"{s}_new") for s in states]]
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    module = cls(F_IN, H, in_keys=in_keys, out_keys=out_keys)
+    assert module.in_keys == in_keys and module.out_keys == out_keys
+    td = TensorDict(
+        x=torch.randn(4, F_IN), start=torch.ones(4, 1, dtype=torch.bool), batch_size=[4]
+    )
+    for s in states:
+        td[s] = torch.randn(4, 1, H)
+    out = module(td)
+    # "start" is the episode-start key: the random states are zeroed, as with zero states
+    fresh = cls(F_IN, H, in_key="x", out_key="y")
+    fresh.load_state_dict(module.state_dict())
+    ref = td.select("x").update(fresh.recurrent_state_spec().zero((4,)))
+    torch.testing.assert_close(out["y"], fresh(ref)["y"])
+    for s in states:
+        assert out["next", f"{s}_new"].shape == (4, 1, H)
+    # in_keys without the episode-start key: TorchRL's "is_init"
+    assert cls(F_IN, H, in_keys=in_keys[:-1], out_keys=out_keys).in_keys[-1] == "is_init"
+
+
+def _manual_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
+    """Reference LSTM from the gate equations with lstm's weights (zero initial states)."""
+    outs = []
+    for layer in range(lstm.num_layers):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
+        b = getattr(lstm, f"bias_ih_l{layer}") + getattr(lstm, f"bias_hh_l{layer}")
+        h = c = x.new_zeros(x.shape[0], lstm.hidden_size)
+        outs = []
+        for t in range(x.shape[1]):
+            i, f, g, o = (x[:, t] @ w_ih.T + h @ w_hh.T + b).chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outs.append(h)
+        x = torch.stack(outs, 1)
+    return x
+
+
+def test_wraps_an_lstm_instance_and_shares_its_parameters() -> None:
+    base = nn.LSTM(F_IN, H, num_layers=2, batch_first=True)
+    module = LSTMModule(lstm=base, in_key="x", out_key="y").set_recurrent_mode(True)
+    assert (module.input_size, module.hidden_size, module.num_layers) == (F_IN, H, 2)
+    td = TensorDict(x=torch.randn(3, T, F_IN), batch_size=[3, T])
+    td.update(module.recurrent_state_spec().zero((3, T)))
+    out = module(td)["y"]
+    torch.testing.assert_close(out, _manual_lstm(base, td["x"]), rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    assert base.weight_hh_l1.grad is not None and base.weight_ih_l0.grad is not None
+    with torch.no_grad():
+        base.weight_ih_l0.zero_()  # the module reads the instance's tensors, not copies
+    assert torch.equal(module.layers[0].weight_ih_l0, base.weight_ih_l0)
+
+
+def test_wraps_a_gru_instance() -> None:
+    base = nn.GRU(F_IN, H, batch_first=True)
+    module = GRUModule(gru=base, in_key="x", out_key="y")
+    td = TensorDict(x=torch.randn(4, F_IN), recurrent_state=torch.zeros(4, 1, H), batch_size=[4])
+    expected, _ = base(td["x"].unsqueeze(1))
+    torch.testing.assert_close(module(td)["y"], expected.squeeze(1))
+    assert module.layers[0].weight_hh_l0 is base.weight_hh_l0
+
+
+def test_default_recurrent_mode() -> None:
+    module = GRUModule(F_IN, H, in_key="x", out_key="y", default_recurrent_mode=True)
+    assert module.recurrent_mode is True
+    td = TensorDict(x=torch.randn(2, T, F_IN), batch_size=[2, T])
+    td.update(module.recurrent_state_spec().zero((2, T)))
+    assert module(td)["y"].shape == (2, T, H)
+    with set_recurrent_mode(False):
+        assert module.recurrent_mode is False
+    assert LSTMModule(F_IN, H, in_key="x", out_key="y").recurrent_mode is False
+    assert LSTMModule(F_IN, H, recurrent_backend="auto", in_key="x", out_key="y")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"in_key": "x", "in_keys": ["x", "h", "c"], "out_key": "y"}, ValueError, "exactly one"),
+        ({"out_key": "y"}, ValueError, "exactly one of in_key and in_keys"),
+        ({"in_key": "x"}, ValueError, "exactly one of out_key and out_keys"),
+        ({"in_keys": ["x", "h"], "out_key": "y"}, ValueError, "in_keys must be"),
+        ({"in_key": "x", "out_keys": ["y"]}, ValueError, "out_keys must be"),
+        (
+            {"in_keys": ["x", "h", "c"], "state_keys": ("a", "b"), "out_key": "y"},
+            ValueError,
+            "in_keys already",
+        ),
+        ({"batch_first": False}, ValueError, "batch_first must be True"),
+        ({"proj_size": 2}, NotImplementedError, "proj_size=2"),
+        ({"bidirectional": True}, NotImplementedError, "bidirectional=True"),
+        ({"python_based": True}, NotImplementedError, "python_based=True"),
+        ({"recurrent_backend": "scan"}, NotImplementedError, "recurrent_backend='scan'"),
+        ({"recurrent_backend": "fast"}, ValueError, "unknown recurrent_backend"),
+        ({"recurrent_compute_dtype": torch.bfloat16}, NotImplementedError, "compute_dtype"),
+        ({"recurrent_recompute": "full"}, NotImplementedError, "recurrent_recompute='full'"),
+        ({"recurrent_matmul_precision": "tf32"}, NotImplementedError, "precision='tf32'"),
+    ],
+)
+def test_argument_errors(kwargs, error, match) -> None:
+    keys = (
+        {}
+        if {"in_key", "in_keys", "out_key", "out_keys"} & set(kwargs)
+        else {
+            "in_key": "x",
+            "out_key": "y",
+        }
+    )
+    with pytest.raises(error, match=match):
+        LSTMModule(F_IN, H, **{**keys, **kwargs})
+
+
+def test_instance_errors() -> None:
+    keys = {"in_key": "x", "out_key": "y"}
+    with pytest.raises(ValueError, match="input_size and hidden_size are required"):
+        LSTMModule(**keys)
+    with pytest.raises(ValueError, match="cannot be passed with input_size"):
+        LSTMModule(F_IN, H, lstm=nn.LSTM(F_IN, H, batch_first=True), **keys)
+    with pytest.raises(ValueError, match="batch_first must be True"):
+        LSTMModule(lstm=nn.LSTM(F_IN, H), **keys)
+    with pytest.raises(NotImplementedError, match="bidirectional"):
+        GRUModule(gru=nn.GRU(F_IN, H, batch_first=True, bidirectional=True), **keys)
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        LSTMModule(lstm=nn.LSTM(F_IN, H, batch_first=True, proj_size=2), **keys)
+    with pytest.raises(TypeError, match=r"must be an nn\.GRU"):
+        GRUModule(gru=nn.LSTM(F_IN, H, batch_first=True), **keys)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_layers differs"):
+        LSTMModule(num_layers=3, lstm=nn.LSTM(F_IN, H, batch_first=True), **keys)

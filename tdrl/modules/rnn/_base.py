@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn import functional as F
 
+from tdrl.modules.rnn._args import RecurrentKeys, share_weights
 from tdrl.modules.rnn._global import _MODE
 from tdrl.modules.rnn._segments import Segments
 
@@ -22,10 +23,6 @@ from tdrl.specs import Composite, Unbounded
 __all__ = ["RecurrentModuleBase"]
 
 States = tuple[torch.Tensor, ...]
-
-
-def _next(key: NestedKey) -> NestedKey:
-    return ("next", key) if isinstance(key, str) else ("next", *cast(tuple[str, ...], key))
 
 
 class RecurrentModuleBase(TensorDictModuleBase):
@@ -47,28 +44,31 @@ class RecurrentModuleBase(TensorDictModuleBase):
         input_size: int,
         hidden_size: int,
         *,
-        in_key: NestedKey,
-        out_key: NestedKey,
-        state_keys: tuple[NestedKey, ...],
+        keys: RecurrentKeys,
         num_layers: int,
         dropout: float,
         bias: bool,
-        is_init_key: NestedKey,
         device: torch.device | str | None,
         rnn: type[nn.LSTM] | type[nn.GRU],
+        instance: nn.Module | None = None,
+        default_recurrent_mode: bool | None = None,
     ) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.dropout = dropout
+        if instance is not None:
+            device = next(instance.parameters()).device
         sizes = [input_size] + [hidden_size] * (num_layers - 1)
         self.layers = nn.ModuleList(
             rnn(s, hidden_size, bias=bias, batch_first=True, device=device) for s in sizes
         )
-        self.in_key, self.out_key, self.is_init_key = in_key, out_key, is_init_key
-        self.state_keys = state_keys
-        self.in_keys = cast(list[Any], [in_key, *state_keys, is_init_key])
-        self.out_keys = cast(list[Any], [out_key, *(_next(k) for k in state_keys)])
-        self._recurrent_mode = False
+        if instance is not None:
+            share_weights(self.layers, instance)
+        self.in_key, self.out_key, self.is_init_key = keys.in_key, keys.out_key, keys.is_init_key
+        self.state_keys, self.out_state_keys = keys.state_keys, keys.out_state_keys
+        self.in_keys = cast(list[Any], [keys.in_key, *keys.state_keys, keys.is_init_key])
+        self.out_keys = cast(list[Any], [keys.out_key, *keys.out_state_keys])
+        self._recurrent_mode = bool(default_recurrent_mode)
 
     # ------------------------------------------------------------------ mode
     @property
@@ -225,10 +225,10 @@ class RecurrentModuleBase(TensorDictModuleBase):
             y, final = self._run_layer(layer, y, tuple(s[:, i] for s in states))
             finals.append(final)
         tensordict.set(self.out_key, y.reshape(*batch, hidden))
-        for j, key in enumerate(self.state_keys):
+        for j, key in enumerate(self.out_state_keys):
             parts = [f[j] for f in finals]  # each [1, n, H]
             new = parts[0] if layers == 1 else torch.cat(parts, 0)
-            tensordict.set(_next(key), new.transpose(0, 1).reshape(*batch, layers, hidden))
+            tensordict.set(key, new.transpose(0, 1).reshape(*batch, layers, hidden))
         return tensordict
 
     def _forward_sequence(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -250,8 +250,8 @@ class RecurrentModuleBase(TensorDictModuleBase):
             x.reshape(n, t, x.shape[-1]), states, None if is_init is None else is_init.reshape(n, t)
         )
         tensordict.set(self.out_key, y.reshape(*lead, t, hidden))
-        for key, value in zip(self.state_keys, steps):
-            tensordict.set(_next(key), value.reshape(*lead, t, layers, hidden))
+        for key, value in zip(self.out_state_keys, steps):
+            tensordict.set(key, value.reshape(*lead, t, layers, hidden))
         return tensordict
 
     def extra_repr(self) -> str:

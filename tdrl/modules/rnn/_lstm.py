@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import torch
 from tensordict.utils import NestedKey
 from torch import nn
 
+from tdrl.modules.rnn._args import check_options, resolve_keys, resolve_sizes
 from tdrl.modules.rnn._base import RecurrentModuleBase, States
 
 __all__ = ["LSTMModule"]
@@ -86,17 +88,42 @@ class LSTMModule(RecurrentModuleBase):
     GPU); the per-step cell states are rebuilt from the gates (two matmuls and a cheap
     elementwise recursion).
 
+    Arguments are TorchRL's, in its order; the options tdrl does not implement keep TorchRL's
+    defaults and raise ``NotImplementedError`` for any other value.
+
     Args:
-        input_size: size of the last dim of ``in_key``.
-        hidden_size: hidden size.
-        in_key: the input entry.
-        out_key: the output entry (the last layer's hidden state).
+        input_size: size of the last dim of the input (not with ``lstm``).
+        hidden_size: hidden size (not with ``lstm``).
         num_layers: stacked layers.
-        dropout: dropout between layers (training only).
         bias: whether the layers have biases.
-        state_keys: the ``(h, c)`` state entries.
-        is_init_key: the episode-start flag.
+        batch_first: must be ``True`` (as in TorchRL): time is the last batch dim.
+        dropout: dropout between layers (training only).
+        proj_size: only 0 (no projection).
+        bidirectional: only ``False``.
+        python_based: only ``False`` (tdrl has one implementation, the fused kernel).
+        recurrent_backend: ``"pad"`` (TorchRL's default: sequences cut at the resets, padded)
+            or ``"auto"`` (the same here); ``"scan"``/``"triton"`` are not implemented.
+        recurrent_compute_dtype: only ``torch.float32`` (TorchRL's triton option).
+        recurrent_recompute: only ``"none"`` (TorchRL refuses others with ``"pad"``).
+        recurrent_matmul_precision: only ``"auto"`` (TorchRL's triton option).
+        in_key: the input entry; the states are then ``state_keys``. Exclusive with
+            ``in_keys``.
+        in_keys: ``[input, h_key, c_key]``, optionally followed by the episode-start key.
+        out_key: the output entry (the last layer's hidden state); the new states go to
+            ``("next", h_key)``/``("next", c_key)``. Exclusive with ``out_keys``.
+        out_keys: ``[output, next_h_key, next_c_key]``.
         device: where the parameters are created.
+        lstm: an ``nn.LSTM`` (``batch_first=True``, unidirectional, unprojected) whose
+            parameters are used, exclusive with the size arguments.
+        default_recurrent_mode: the mode outside any global ``set_recurrent_mode`` block
+            (``False``, step mode, when None).
+        state_keys: tdrl: the ``(h, c)`` state entries with ``in_key`` (default
+            ``("recurrent_state_h", "recurrent_state_c")``).
+        is_init_key: tdrl: the episode-start flag with ``in_key`` (default ``"is_init"``).
+
+    Raises:
+        ValueError: missing or conflicting keys or sizes, ``batch_first=False``.
+        NotImplementedError: an option tdrl does not implement (see above).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -113,35 +140,83 @@ class LSTMModule(RecurrentModuleBase):
         TensorDict(...)
         >>> lstm.set_recurrent_mode(True)(seq)["features"].shape
         torch.Size([4, 10, 8])
+        >>> wrapped = LSTMModule(lstm=nn.LSTM(3, 8, batch_first=True), in_keys=["embed", "h", "c"],
+        ...                      out_keys=["features", ("next", "h"), ("next", "c")])
+        >>> wrapped.in_keys
+        ['embed', 'h', 'c', 'is_init']
     """
 
     def __init__(
         self,
-        input_size: int,
-        hidden_size: int,
-        *,
-        in_key: NestedKey,
-        out_key: NestedKey,
+        input_size: int | None = None,
+        hidden_size: int | None = None,
         num_layers: int = 1,
-        dropout: float = 0.0,
         bias: bool = True,
-        state_keys: tuple[NestedKey, NestedKey] = ("recurrent_state_h", "recurrent_state_c"),
-        is_init_key: NestedKey = "is_init",
+        batch_first: bool = True,
+        dropout: float = 0,
+        proj_size: int = 0,
+        bidirectional: bool = False,
+        python_based: bool = False,
+        recurrent_backend: str = "pad",
+        recurrent_compute_dtype: torch.dtype = torch.float32,
+        recurrent_recompute: str = "none",
+        recurrent_matmul_precision: str = "auto",
+        *,
+        in_key: NestedKey | None = None,
+        in_keys: Sequence[NestedKey] | None = None,
+        out_key: NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
         device: DeviceLike = None,
+        lstm: nn.LSTM | None = None,
+        default_recurrent_mode: bool | None = None,
+        state_keys: tuple[NestedKey, NestedKey] | None = None,
+        is_init_key: NestedKey | None = None,
     ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            in_key=in_key,
-            out_key=out_key,
-            state_keys=tuple(state_keys),
+        owner = "LSTMModule.__init__"
+        check_options(
+            owner,
+            batch_first=batch_first,
+            bidirectional=bidirectional,
+            python_based=python_based,
+            recurrent_backend=recurrent_backend,
+            recurrent_compute_dtype=recurrent_compute_dtype,
+            recurrent_recompute=recurrent_recompute,
+            recurrent_matmul_precision=recurrent_matmul_precision,
+            proj_size=proj_size,
+        )
+        sizes = resolve_sizes(
+            owner,
+            nn.LSTM,
+            lstm,
+            input_size=input_size,
+            hidden_size=hidden_size,
             num_layers=num_layers,
-            dropout=dropout,
             bias=bias,
+            dropout=dropout,
+        )
+        keys = resolve_keys(
+            owner,
+            default_states=("recurrent_state_h", "recurrent_state_c"),
+            in_key=in_key,
+            in_keys=in_keys,
+            out_key=out_key,
+            out_keys=out_keys,
+            state_keys=state_keys,
             is_init_key=is_init_key,
+        )
+        super().__init__(
+            sizes[0],
+            sizes[1],
+            keys=keys,
+            num_layers=sizes[2],
+            bias=sizes[3],
+            dropout=sizes[4],
             device=device,
             rnn=nn.LSTM,
+            instance=lstm,
+            default_recurrent_mode=default_recurrent_mode,
         )
+        self.recurrent_backend = recurrent_backend
 
     def _run_layer(
         self, layer: nn.Module, x: torch.Tensor, states: States
