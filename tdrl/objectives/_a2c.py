@@ -15,6 +15,12 @@ class A2CLoss(PolicyGradientLoss):
     batch does not need the collection log-prob); as in TorchRL, ``"explained_variance"`` is
     not output by default.
 
+    Args:
+        actor_network, critic_network, **kwargs: see :class:`~tdrl.objectives.PPOLoss`; its
+            ``critic_coeff`` defaults to 1.0 (TorchRL's A2C default) and TorchRL's
+            ``advantage_norm``, ``separate_losses`` and ``functional`` are accepted at their
+            defaults (``None``, ``False``, ``True``; other values raise).
+
     Examples:
         >>> import torch
         >>> from tdrl.testing import make_categorical_actor, make_transition_batch

@@ -19,21 +19,36 @@ __all__ = ["PolicyGradientLoss", "distance_loss"]
 _DISTANCES = ("l2", "smooth_l1", "l1")
 
 
-def distance_loss(a: Tensor, b: Tensor, kind: str) -> Tensor:
+def distance_loss(v1: Tensor, v2: Tensor, loss_function: str, strict_shape: bool = True) -> Tensor:
     """Element-wise ``l2`` (the squared error, no 0.5 factor), ``smooth_l1`` (Huber) or ``l1``.
+
+    Args:
+        v1: a tensor.
+        v2: a tensor of ``v1``'s shape (broadcastable when ``strict_shape=False``).
+        loss_function: ``"l2"``, ``"smooth_l1"`` or ``"l1"``.
+        strict_shape: refuse tensors of different shapes (TorchRL's default).
+
+    Raises:
+        ValueError: different shapes with ``strict_shape``, or an unknown ``loss_function``.
 
     Examples:
         >>> distance_loss(torch.tensor([2.0]), torch.tensor([0.0]), "l2")
         tensor([4.])
     """
-    if kind == "l2":
-        return (a - b).square()
-    if kind == "smooth_l1":
+    if strict_shape and v1.shape != v2.shape:
+        raise ValueError(
+            f"distance_loss: the tensors have different shapes (got {tuple(v1.shape)} and "
+            f"{tuple(v2.shape)}; expected equal shapes). Pass strict_shape=False to broadcast."
+        )
+    if loss_function == "l2":
+        return (v1 - v2).square()
+    if loss_function == "smooth_l1":
+        a, b = torch.broadcast_tensors(v1, v2)
         return torch.nn.functional.smooth_l1_loss(a, b, reduction="none")
-    if kind == "l1":
-        return (a - b).abs()
+    if loss_function == "l1":
+        return (v1 - v2).abs()
     raise ValueError(
-        f"distance_loss: unknown loss type (got {kind!r}; expected one of {_DISTANCES})."
+        f"distance_loss: unknown loss type (got {loss_function!r}; expected one of {_DISTANCES})."
     )
 
 
@@ -174,10 +189,10 @@ class PolicyGradientLoss(LossModule):
         old = td.get(self.tensor_keys.value, None)
         inputs = td.select(*self.critic_network.in_keys, strict=False)
         value = self.critic_network(inputs).get(self.tensor_keys.value)
-        loss = distance_loss(value, target, self.loss_critic_type)
+        loss = distance_loss(value, target, self.loss_critic_type, strict_shape=False)
         if self.clip_value is not None and old is not None:
             clipped = old + (value - old).clamp(-self.clip_value, self.clip_value)
-            loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
+            loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type, False))
         explained = 1 - (target - value).var() / target.var().clamp_min(1e-8)
         return self.critic_coeff * loss.mean(), explained.detach()
 

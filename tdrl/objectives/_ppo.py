@@ -110,7 +110,7 @@ class ClipPPOLoss(PPOLoss):
 
     def __init__(
         self,
-        actor_network: Any,
+        actor_network: Any = None,
         critic_network: TensorDictModule | None = None,
         *,
         clip_epsilon: float = 0.2,
@@ -168,7 +168,7 @@ class KLPENPPOLoss(PPOLoss):
 
     def __init__(
         self,
-        actor_network: Any,
+        actor_network: Any = None,
         critic_network: TensorDictModule | None = None,
         *,
         dtarg: float = 0.01,

@@ -19,6 +19,15 @@ class ReinforceLoss(PolicyGradientLoss):
     bootstrapped only at truncations) and there is no entropy bonus by default.
     Arguments are those of :class:`~tdrl.objectives.PPOLoss`.
 
+    Args:
+        *args: ``actor_network`` and ``critic_network``, as TorchRL.
+        entropy_bonus: add an entropy bonus (TorchRL's REINFORCE has none: ``False``).
+        **kwargs: the keywords of :class:`~tdrl.objectives.PPOLoss`, including TorchRL's
+            ``loss_critic_type`` (default ``"smooth_l1"``), ``clip_value``, ``reduction``
+            (``None``/``"mean"``), ``actor``/``critic`` (aliases), ``gamma``, ``advantage_key``,
+            ``value_target_key``, and ``delay_value``, ``separate_losses``, ``functional``
+            (only at TorchRL's defaults ``False``, ``False``, ``True``; other values raise).
+
     Examples:
         >>> from tdrl.testing import (make_categorical_actor, make_state_value_net,
         ...     make_transition_batch)

@@ -24,7 +24,7 @@ _ACTION_SPACE_NAMES = {"one_hot": "one_hot", "one-hot": "one_hot", "categorical"
 
 def distance(pred: Tensor, target: Tensor, loss_function: str) -> Tensor:
     """``distance_loss`` (``"l2"`` is the squared error) with the target broadcast."""
-    return distance_loss(pred, target.expand_as(pred), loss_function)
+    return distance_loss(pred, target.expand_as(pred), loss_function, strict_shape=False)
 
 
 def check_loss_function(loss_function: str, where: str) -> str:

@@ -191,3 +191,25 @@ def test_global_recurrent_mode():
     assert read() is False and lstm.recurrent_mode
     with pytest.raises(ValueError, match="unknown mode"):
         set_recurrent_mode("fast")
+
+
+def test_distance_loss_takes_torchrls_names_and_strict_shape():
+    from tdrl.objectives import distance_loss
+
+    v1, v2 = torch.tensor([[3.0], [1.0]]), torch.tensor([1.0])
+    with pytest.raises(ValueError, match="different shapes"):
+        distance_loss(v1, v2, "l2")
+    got = distance_loss(v1=v1, v2=v2, loss_function="l1", strict_shape=False)
+    assert got.tolist() == [[2.0], [0.0]]
+    assert distance_loss(v1, v2, "smooth_l1", False).tolist() == [[1.5], [0.0]]
+
+
+def test_ppo_actor_network_by_keyword_or_torchrls_actor_alias():
+    from tdrl.objectives import ClipPPOLoss, KLPENPPOLoss
+    from tdrl.testing import make_categorical_actor
+
+    actor = make_categorical_actor()
+    assert ClipPPOLoss(actor_network=actor).actor_network is actor
+    assert KLPENPPOLoss(actor=actor).actor_network is actor
+    with pytest.raises(TypeError, match="actor_network has no get_dist"):
+        ClipPPOLoss()

@@ -183,3 +183,17 @@ def test_functional_rolling_gamma_is_accepted_positionally_and_checked():
         functional.td1_return_estimate(0.5, v, r, done, None, False)
     with pytest.raises(ValueError, match="rolling_gamma=False is not supported"):
         functional.td_lambda_return_estimate(0.5, 0.5, v, r, done, None, False)
+
+
+def test_gae_value_estimate_takes_params_first():
+    td = _traj()
+    net = _critic()
+    zero = TensorDict.from_module(net).clone().apply(lambda p: p * 0.0)
+    # V = 0 everywhere: the GAE target (advantage + V) is the TD(lambda) return of V = 0
+    target = GAE(gamma=0.9, lmbda=0.8, value_network=net).value_estimate(td, zero, zero)
+    nxt = td["next"]
+    expected = functional.td_lambda_return_estimate(
+        0.9, 0.8, torch.zeros(3, 6, 1), nxt["reward"], nxt["done"], nxt["terminated"], time_dim=1
+    )
+    torch.testing.assert_close(target, expected)
+    assert "advantage" not in td.keys()

@@ -307,6 +307,27 @@ class GAE(ValueEstimatorBase):
         self._set_factor("lmbda", lmbda)
         self.average_gae = average_gae
 
+    def value_estimate(  # type: ignore[override]
+        self,
+        tensordict: TensorDictBase,
+        params: TensorDictBase | None = None,
+        target_params: TensorDictBase | None = None,
+        time_dim: int | None = None,
+        next_value: Tensor | None = None,
+    ) -> Tensor:
+        """Returns the value target (advantage + value) without writing it (TorchRL's order).
+
+        Args:
+            tensordict: the data.
+            params: parameters of the value network for the root values.
+            target_params: parameters for the next values (``params`` detached when None).
+            time_dim: the time dim of ``tensordict`` (overrides the constructor's).
+            next_value: bootstrap values to use instead of the network's.
+        """
+        return super().value_estimate(
+            tensordict, target_params, next_value, time_dim=time_dim, params=params
+        )
+
     def _estimate(
         self,
         value: Tensor,
