@@ -46,7 +46,9 @@ class IQLLoss(LossModule):
       and detached).
 
     Diagnostics: ``"td_error"`` (the largest squared critic error per sample, shape
-    ``batch.batch_size``, also written into the batch as TorchRL does), ``"pred_value"``, ``"target_value"``, ``"state_value"`` (mean V).
+    ``batch.batch_size``, also written into the batch as TorchRL does), ``"entropy"`` (the mean
+    ``-log pi(a|s)`` of the batch's actions, as TorchRL), ``"pred_value"``, ``"target_value"``,
+    ``"state_value"`` (mean V).
 
     Args:
         actor_network: the stochastic policy.
@@ -171,6 +173,7 @@ class IQLLoss(LossModule):
                 "pred_value": pred.detach().mean(),
                 "target_value": target.mean(),
                 "state_value": value.detach().mean(),
+                "entropy": -log_prob.detach().mean(),
             }
         )
         out.set(self.tensor_keys.priority, td_error)

@@ -195,3 +195,15 @@ def test_smoke_cartpole_discrete_iql_imitates_and_fits():
     assert end["pred_value"] > 2.5 and end["state_value"] > 2.5
     probs = actor.get_dist(fixed.copy()).probs
     assert probs[:, 0].mean() > 0.6
+
+
+def test_entropy_diagnostic_is_torchrls_mean_negative_log_prob():
+    # TorchRL's IQL outputs "entropy" = mean(-log pi(a|s)) over the batch's actions.
+    torch.manual_seed(0)
+    actor = make_tanh_normal_actor()
+    loss = IQLLoss(actor, make_qvalue_critic(), make_value())
+    batch = make_transition_batch(batch=(4,), bound=0.9)
+    out = loss(batch)
+    with torch.no_grad():
+        expected = -actor.get_dist(batch.copy()).log_prob(batch["action"]).mean()
+    torch.testing.assert_close(out["entropy"], expected)
