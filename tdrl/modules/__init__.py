@@ -49,7 +49,13 @@ from tdrl.modules.exploration import (
     EGreedyModule,
     OrnsteinUhlenbeckProcessModule,
 )
-from tdrl.modules.models import MLP, ConvNet, MultiAgentMLP, NormalParamExtractor
+from tdrl.modules.models import (
+    MLP,
+    ConvNet,
+    MultiAgentConvNet,
+    MultiAgentMLP,
+    NormalParamExtractor,
+)
 from tdrl.modules.rnn import (
     GRUModule,
     LSTMModule,
@@ -74,6 +80,7 @@ __all__ = [
     "LSTMModule",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
+    "MultiAgentConvNet",
     "MultiAgentMLP",
     "NormalParamExtractor",
     "OneHotCategorical",

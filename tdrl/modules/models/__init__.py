@@ -13,6 +13,14 @@ from tdrl.modules.models._conv import ConvNet
 from tdrl.modules.models._layers import SquashDims
 from tdrl.modules.models._mlp import MLP
 from tdrl.modules.models._multiagent import MultiAgentMLP
+from tdrl.modules.models._multiagent_conv import MultiAgentConvNet
 from tdrl.modules.models._normal_params import NormalParamExtractor
 
-__all__ = ["MLP", "ConvNet", "MultiAgentMLP", "NormalParamExtractor", "SquashDims"]
+__all__ = [
+    "MLP",
+    "ConvNet",
+    "MultiAgentConvNet",
+    "MultiAgentMLP",
+    "NormalParamExtractor",
+    "SquashDims",
+]
