@@ -114,7 +114,9 @@ class BaseCollector(abc.ABC):
             policy_or_weights: a policy module (its parameters and buffers are taken), a
                 TensorDict shaped like ``TensorDict.from_module(policy)`` (a subset of entries
                 is fine), a ``state_dict``, or ``{worker_index: weights}`` for per-worker
-                weights. ``None``: the collector's default (see the collector's docs).
+                weights. ``None``: the current weights of the policy given to the constructor
+                (the Collector copies them only when it runs a copy on ``policy_device``; the
+                multi-process collectors publish them to their workers).
             weights: the same as a TensorDict or ``state_dict`` given by keyword.
             policy: the same as a module given by keyword.
             worker_ids: the worker index, or indices, to update (None: every worker); the
