@@ -21,7 +21,7 @@ def _greedy(td, dt: float = 0.1):
 def test_check_env_specs(batch):
     env = MultiAgentNavigationEnv(batch_size=batch, n_agents=4)
     check_env_specs(env)
-    check_env_specs(env, num_steps=150)
+    check_env_specs(env, break_when_any_done=False, num_steps=150)
 
 
 def test_keys_and_shapes():

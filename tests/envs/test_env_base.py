@@ -282,7 +282,7 @@ def test_check_env_specs_accepts_actions_legal_under_their_own_step_mask():
         def _step(self, td):
             return self._with_mask(super()._step(td))
 
-    check_env_specs(StepMasked(), num_steps=4)
+    check_env_specs(StepMasked(), break_when_any_done=False, num_steps=4)
 
 
 def test_merge_reset_hook_decides_the_partial_reset_result():

@@ -188,9 +188,13 @@ def test_cartpole_matches_raw_gymnasium():
 
 @pytest.mark.parametrize("categorical", [False, True])
 def test_check_env_specs_cartpole_and_pendulum(categorical):
-    check_env_specs(GymEnv("CartPole-v1", categorical_action_encoding=categorical), 30)
+    check_env_specs(
+        GymEnv("CartPole-v1", categorical_action_encoding=categorical),
+        break_when_any_done=False,
+        num_steps=30,
+    )
     env = GymEnv("Pendulum-v1")
-    check_env_specs(env, 30)
+    check_env_specs(env, break_when_any_done=False, num_steps=30)
     assert env.observation_spec["observation"].dtype == torch.float32
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from tensordict import TensorDictBase
 
@@ -15,42 +17,76 @@ def _leaf_keys(td: TensorDictBase) -> set:
     return {k for k in td.keys(True, True)}
 
 
-def check_env_specs(env: EnvBase, num_steps: int = 3, seed: int | None = 0) -> None:
+def check_env_specs(
+    env: EnvBase,
+    return_contiguous: bool | None = None,
+    check_dtype: bool = True,
+    seed: int | None = None,
+    tensordict: TensorDictBase | None = None,
+    break_when_any_done: bool | Literal["both"] | None = None,
+    *,
+    num_steps: int = 3,
+) -> None:
     """Checks that what an env produces matches its specs; raises naming the key that differs.
 
-    A rollout of ``num_steps`` steps (with partial resets) is compared with
+    TorchRL's arguments: a random step and a rollout of ``num_steps`` steps are compared with
     ``env.fake_tensordict()``: the same keys, the same shapes (plus the time dim) and dtypes, and
     every value inside its spec.
 
     Args:
         env: the env to check.
-        num_steps: rollout length.
-        seed: seed given to ``env.set_seed`` first (None: leave the env's generator alone).
+        return_contiguous: accepted for TorchRL compatibility: tdrl rollouts are always
+            contiguous.
+        check_dtype: compare dtypes too.
+        seed: if given, ``env.set_seed(seed)`` and torch's global generator are seeded for the
+            check, and torch's generator state is restored afterwards.
+        tensordict: start the rollout from it (no reset) instead of ``env.reset()``.
+        break_when_any_done: the rollout's ``break_when_any_done`` (``None``: True);
+            ``"both"`` checks with True, then with False (partial resets).
+        num_steps: rollout length (tdrl's addition).
 
     Raises:
         SpecError: with the key, the expected spec and what came.
 
     Examples:
         >>> from tdrl.testing import CountingEnv
-        >>> check_env_specs(CountingEnv(batch_size=(2,)))
+        >>> check_env_specs(CountingEnv(batch_size=(2,)), break_when_any_done="both")
     """
-    name = type(env).__name__
+    if break_when_any_done == "both":
+        for flag in (True, False):
+            check_env_specs(env, None, check_dtype, seed, tensordict, flag, num_steps=num_steps)
+        return
     if seed is not None:
-        env.set_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            env.set_seed(seed)
+            check_env_specs(
+                env, None, check_dtype, None, tensordict, break_when_any_done, num_steps=num_steps
+            )
+        return
+    name = type(env).__name__
     fake = env.fake_tensordict()
-    _compare(name, env.rand_step(), fake, "")
-    rollout = env.rollout(num_steps, break_when_any_done=False)
+    _compare(name, env.rand_step(), fake, "", check_dtype)
+    stop = True if break_when_any_done is None else bool(break_when_any_done)
+    start = None if tensordict is None else tensordict.clone()
+    rollout = env.rollout(
+        num_steps, break_when_any_done=stop, auto_reset=start is None, tensordict=start
+    )
     fake = fake.unsqueeze(-1).expand(*fake.batch_size, rollout.batch_size[-1])
-    _compare(name, rollout, fake, ", time dim included")
+    _compare(name, rollout, fake, ", time dim included", check_dtype)
     _check_values(env, rollout)
 
 
-def _compare(name: str, data: TensorDictBase, fake: TensorDictBase, note: str) -> None:
+def _compare(
+    name: str, data: TensorDictBase, fake: TensorDictBase, note: str, check_dtype: bool
+) -> None:
     want = _leaf_keys(fake)
     _compare_keys(name, _leaf_keys(data), want)
     for key in sorted(want, key=str):
         a, b = data.get(key), fake.get(key)
-        if isinstance(a, torch.Tensor) and (a.shape != b.shape or a.dtype != b.dtype):
+        if isinstance(a, torch.Tensor) and (
+            a.shape != b.shape or (check_dtype and a.dtype != b.dtype)
+        ):
             raise SpecError(
                 f"check_env_specs: {name} entry {key!r} does not match its spec (got shape "
                 f"{tuple(a.shape)} and dtype {a.dtype}; expected shape {tuple(b.shape)} and dtype "
