@@ -109,3 +109,25 @@ def test_constructor_arguments():
     assert Liar(spec_locked=False).spec_locked is False
     with pytest.raises(ValueError, match=r"auto_reset=True is not supported"):
         Liar(auto_reset=True)
+
+
+def test_check_env_specs_arguments():
+    from tdrl.envs.core import check_env_specs
+
+    class WrongDtype(CountingEnv):
+        def _step(self, td):
+            out = super()._step(td)
+            return out.set("observation", out["observation"].double())
+
+    with pytest.raises(SpecError, match=r"check_env_specs: WrongDtype entry .* dtype"):
+        check_env_specs(WrongDtype())
+    # the dtype comparison is skipped; the value check against the spec still runs
+    with pytest.raises(SpecError, match=r"assert_is_in: .*'observation' has the wrong dtype"):
+        check_env_specs(WrongDtype(), check_dtype=False)
+    torch.manual_seed(1)
+    state = torch.get_rng_state()
+    env = CountingEnv(max_steps=2)
+    check_env_specs(env, seed=7, break_when_any_done="both")
+    assert env.seed == 7 and torch.equal(torch.get_rng_state(), state)
+    start = env.step_mdp(env.rand_step(env.reset()))
+    check_env_specs(env, tensordict=start)
