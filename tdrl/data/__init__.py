@@ -66,6 +66,7 @@ __all__ = [
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
+    "TensorDictRoundRobinWriter",
     "TensorSpec",
     "TensorStorage",
     "Unbounded",

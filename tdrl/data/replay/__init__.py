@@ -12,14 +12,20 @@ holds) and a :class:`Writer` (where new data goes)::
 """
 
 from ._buffers import ReplayBuffer
+from ._memmap_storage import LazyMemmapStorage
 from ._prioritized import PrioritizedSampler
 from ._prioritized_buffers import PrioritizedReplayBuffer, TensorDictPrioritizedReplayBuffer
 from ._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from ._slice import SliceSampler
 from ._storages import ListStorage, Storage
 from ._td_buffers import TensorDictReplayBuffer
-from ._tensor_storages import LazyMemmapStorage, LazyTensorStorage, TensorStorage
-from ._writers import RoundRobinWriter, TensorDictMaxValueWriter, Writer
+from ._tensor_storages import LazyTensorStorage, TensorStorage
+from ._writers import (
+    RoundRobinWriter,
+    TensorDictMaxValueWriter,
+    TensorDictRoundRobinWriter,
+    Writer,
+)
 
 __all__ = [
     "LazyMemmapStorage",
@@ -37,6 +43,7 @@ __all__ = [
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
+    "TensorDictRoundRobinWriter",
     "TensorStorage",
     "Writer",
 ]

@@ -1,14 +1,18 @@
-"""The transforms of a replay buffer, and helpers for indexing and pinning its output."""
+"""The transforms of a replay buffer, indexing through them, and pinning its output."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-__all__ = ["TransformChain", "first_element", "pin"]
+from ._samplers import Sampler
+from ._storages import Storage
+
+__all__ = ["BufferIndexing", "TransformChain", "first_element", "pin"]
 
 
 class TransformChain:
@@ -69,6 +73,164 @@ class TransformChain:
             elif callable(getattr(transform, "inv", None)):
                 data = transform.inv(data)  # type: ignore[attr-defined]
         return data
+
+
+class BufferIndexing:
+    """The transform plumbing and the TorchRL indexing of :class:`~tdrl.data.ReplayBuffer`.
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+        >>> isinstance(ReplayBuffer(storage=LazyTensorStorage(4)), BufferIndexing)
+        True
+    """
+
+    _storage: Storage
+    _sampler: Sampler
+    _transforms: TransformChain
+    _lock: threading.RLock
+
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def _read(self, index: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    @property
+    def transform(self) -> Callable[[Any], Any] | None:
+        """The transform applied to sampled batches: the only one, or a chain of several."""
+        if not len(self._transforms):
+            return None
+        return self._transforms[0] if len(self._transforms) == 1 else self._transforms
+
+    def append_transform(self, transform: Callable[[Any], Any], *, invert: bool = False) -> Any:
+        """Adds a transform after the others and returns the buffer (as TorchRL).
+
+        Sampled data (and :meth:`__getitem__`) goes through the transforms in order; written
+        data goes through their inverse maps (``transform.inv`` of tdrl Transforms) in reverse
+        order. With ``invert=True`` the transform's forward call runs on written data instead.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10)).append_transform(lambda x: x * 10)
+            >>> _ = rb.extend(torch.arange(3))
+            >>> rb[2], rb.storage.get(torch.tensor([2]))
+            (tensor(20), tensor([2]))
+        """
+        return self.insert_transform(len(self._transforms), transform, invert=invert)
+
+    def insert_transform(
+        self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> Any:
+        """Inserts a transform at position ``index`` and returns the buffer (as TorchRL).
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), transform=lambda x: x + 1)
+            >>> _ = rb.insert_transform(0, lambda x: x * 10).extend(torch.arange(3))
+            >>> rb[1]
+            tensor(11)
+        """
+        self._transforms.insert(index, transform, invert=invert)
+        return self
+
+    def __getitem__(self, index: Any) -> Any:
+        """Reads stored elements by position (``0 .. len - 1``), transforms applied (TorchRL).
+
+        ``index`` is an int (one element, without a batch dim), a slice, a 1-D tensor or list of
+        positions (negative ones count from the end), or a TensorDict key (``rb["obs"]`` is
+        ``rb[:]["obs"]``). Nothing is sampled and no ``"index"`` entry is added.
+
+        Raises:
+            IndexError: if a position is outside ``[-len, len)``.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend({"obs": torch.arange(5)})
+            >>> rb[1]["obs"], rb[-2:]["obs"], rb[[0, 3]]["obs"]
+            (tensor(1), tensor([3, 4]), tensor([0, 3]))
+        """
+        if isinstance(index, str) or (
+            isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
+        ):
+            return self[:][index]
+        positions, single = self._positions(index, "__getitem__")
+        if not positions.numel():
+            raise IndexError(
+                f"{type(self).__name__}.__getitem__: empty selection (got {index!r} with "
+                f"len={len(self)}). Select at least one element."
+            )
+        with self._lock:
+            data = first_element(self._storage.get(positions)) if single else self._read(positions)
+        return self._transforms(data) if len(self._transforms) else data
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Overwrites stored elements by position (``0 .. len - 1``), as TorchRL.
+
+        ``index`` is an int (``value`` is one element) or a slice, list or 1-D tensor of
+        positions (``value`` holds one row per position). The value goes through the inverse
+        transforms, as written data does, and the sampler is told the elements changed (a
+        prioritized sampler gives them the largest priority, as new data).
+
+        Raises:
+            IndexError: if a position is outside ``[-len, len)``.
+            TypeError: for a key index (``rb["obs"] = ...``): write whole elements instead.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(torch.arange(4))
+            >>> rb[1] = torch.tensor(10)
+            >>> rb[2:] = torch.tensor([20, 30])
+            >>> rb[:]
+            tensor([ 0, 10, 20, 30])
+        """
+        if isinstance(index, str) or (isinstance(index, tuple) and index):
+            raise TypeError(
+                f"{type(self).__name__}.__setitem__: writing one entry of every element is not "
+                f"supported (got key {index!r}; expected an int, a slice or positions). Read the "
+                "elements, change the entry and write them back with rb[positions] = data."
+            )
+        positions, single = self._positions(index, "__setitem__")
+        if len(self._transforms):
+            value = self._transforms.inv(value)
+        with self._lock:
+            storage = self._storage
+            if storage.ndim != 1:
+                raise TypeError(
+                    f"{type(self).__name__}.__setitem__: positions of an ndim={storage.ndim} "
+                    "storage are not writable (got a [env, time] layout; expected ndim=1). Use "
+                    "storage.set(time_slots, data)."
+                )
+            storage.set(int(positions[0]) if single else positions, value)
+            self._sampler.add(storage, positions)
+
+    def _positions(self, index: Any, method: str) -> tuple[torch.Tensor, bool]:
+        n, where = len(self), f"{type(self).__name__}.{method}"
+        if isinstance(index, slice):
+            return torch.arange(n)[index], False
+        if isinstance(index, bool) or not isinstance(index, (int, list, range, torch.Tensor)):
+            raise TypeError(
+                f"{where}: invalid index (got {type(index).__name__}; "
+                "expected an int, a slice, a 1-D tensor or list of ints, or a key). Fix the index."
+            )
+        positions = torch.as_tensor(index if not isinstance(index, range) else list(index))
+        if positions.dim() > 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(
+                f"{where}: invalid index (got a {positions.dtype} "
+                f"tensor of shape {list(positions.shape)}; expected integer positions, 0-D or "
+                "1-D). Fix the index."
+            )
+        positions = positions.long().cpu()
+        if positions.numel():
+            low, high = (int(x) for x in torch.aminmax(positions))
+            if low < -n or high >= n:
+                raise IndexError(
+                    f"{where}: index out of range (got [{low}, {high}]; "
+                    f"expected -{n} <= index < {n}). Index stored elements only."
+                )
+        positions = torch.where(positions < 0, positions + n, positions)
+        return positions.reshape(-1), positions.dim() == 0
 
 
 def first_element(data: Any) -> Any:

@@ -3,65 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import copy
-import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from tdrl.errors import CheckpointError
-
-from ._buffer_state import (
-    FORMAT,
-    METADATA,
-    VERSION,
-    check_header,
-    check_length,
-    checked_generator_state,
-    read_buffer_dir,
-    write_buffer_dir,
-)
-from ._buffer_transforms import TransformChain, first_element, pin
+from ._buffer_checkpoints import BufferCheckpoints
+from ._buffer_transforms import BufferIndexing, TransformChain, pin
 from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
-from ._safe_io import checkpoint_errors
+from ._refuse import refuse_unsupported
 from ._samplers import RandomSampler, Sampler
 from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
 
 __all__ = ["ReplayBuffer"]
-
-
-def refuse_unsupported(owner: str, **args: tuple[Any, Any]) -> None:
-    """Raises for TorchRL arguments tdrl cannot honour, given with a non-default value.
-
-    Each keyword maps to ``(value, allowed)``; ``allowed`` is the default or a tuple of accepted
-    values.
-    """
-    for arg, (value, allowed) in args.items():
-        accepted = allowed if isinstance(allowed, tuple) else (allowed,)
-        if not any(value is a or (a is not None and value == a) for a in accepted):
-            raise ValueError(
-                f"{owner}: {arg} is not supported by tdrl (got {value!r}; expected "
-                f"{' or '.join(repr(a) for a in accepted)}). {_WHY.get(arg, 'Leave it at its default')}."
-            )
-
-
-_WHY = {
-    "sample_unit": "Use a SliceSampler for windows of steps",
-    "dim_extend": "Lay data out [env, time] with LazyTensorStorage(ndim=2) instead",
-    "checkpointer": "Buffers write pickle-free checkpoints with dumps()/loads()",
-    "consume_after_n_samples": "Call empty() after the samples you need",
-    "shared": "Buffers are shared by threads in one process, not across processes",
-    "service_backend": "Buffers run in the calling process",
-    "service_backend_options": "Buffers run in the calling process",
-    "transport": "Buffers run in the calling process",
-    "transport_options": "Buffers run in the calling process",
-}
 
 
 def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
@@ -72,7 +30,7 @@ def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
     return value
 
 
-class ReplayBuffer:
+class ReplayBuffer(BufferIndexing, BufferCheckpoints):
     """Stores data and samples batches of it.
 
     A buffer combines a :class:`~tdrl.data.Storage` (where data lives), a
@@ -226,102 +184,6 @@ class ReplayBuffer:
         """The random generator used for sampling (``None``: the global one)."""
         return self._generator
 
-    @property
-    def transform(self) -> Callable[[Any], Any] | None:
-        """The transform applied to sampled batches: the only one, or a chain of several."""
-        if not len(self._transforms):
-            return None
-        return self._transforms[0] if len(self._transforms) == 1 else self._transforms
-
-    def append_transform(self, transform: Callable[[Any], Any], *, invert: bool = False) -> Any:
-        """Adds a transform after the others and returns the buffer (as TorchRL).
-
-        Sampled data (and :meth:`__getitem__`) goes through the transforms in order; written
-        data goes through their inverse maps (``transform.inv`` of tdrl Transforms) in reverse
-        order. With ``invert=True`` the transform's forward call runs on written data instead.
-
-        Examples:
-            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
-            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10)).append_transform(lambda x: x * 10)
-            >>> _ = rb.extend(torch.arange(3))
-            >>> rb[2], rb.storage.get(torch.tensor([2]))
-            (tensor(20), tensor([2]))
-        """
-        return self.insert_transform(len(self._transforms), transform, invert=invert)
-
-    def insert_transform(
-        self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
-    ) -> Any:
-        """Inserts a transform at position ``index`` and returns the buffer (as TorchRL).
-
-        Examples:
-            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
-            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), transform=lambda x: x + 1)
-            >>> _ = rb.insert_transform(0, lambda x: x * 10).extend(torch.arange(3))
-            >>> rb[1]
-            tensor(11)
-        """
-        self._transforms.insert(index, transform, invert=invert)
-        return self
-
-    def __getitem__(self, index: Any) -> Any:
-        """Reads stored elements by position (``0 .. len - 1``), transforms applied (TorchRL).
-
-        ``index`` is an int (one element, without a batch dim), a slice, a 1-D tensor or list of
-        positions (negative ones count from the end), or a TensorDict key (``rb["obs"]`` is
-        ``rb[:]["obs"]``). Nothing is sampled and no ``"index"`` entry is added.
-
-        Raises:
-            IndexError: if a position is outside ``[-len, len)``.
-
-        Examples:
-            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
-            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
-            >>> _ = rb.extend({"obs": torch.arange(5)})
-            >>> rb[1]["obs"], rb[-2:]["obs"], rb[[0, 3]]["obs"]
-            (tensor(1), tensor([3, 4]), tensor([0, 3]))
-        """
-        if isinstance(index, str) or (
-            isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
-        ):
-            return self[:][index]
-        positions, single = self._positions(index)
-        if not positions.numel():
-            raise IndexError(
-                f"{type(self).__name__}.__getitem__: empty selection (got {index!r} with "
-                f"len={len(self)}). Select at least one element."
-            )
-        with self._lock:
-            data = first_element(self._storage.get(positions)) if single else self._read(positions)
-        return self._transforms(data) if len(self._transforms) else data
-
-    def _positions(self, index: Any) -> tuple[torch.Tensor, bool]:
-        n = len(self)
-        if isinstance(index, slice):
-            return torch.arange(n)[index], False
-        if isinstance(index, bool) or not isinstance(index, (int, list, range, torch.Tensor)):
-            raise TypeError(
-                f"{type(self).__name__}.__getitem__: invalid index (got {type(index).__name__}; "
-                "expected an int, a slice, a 1-D tensor or list of ints, or a key). Fix the index."
-            )
-        positions = torch.as_tensor(index if not isinstance(index, range) else list(index))
-        if positions.dim() > 1 or positions.is_floating_point() or positions.dtype == torch.bool:
-            raise TypeError(
-                f"{type(self).__name__}.__getitem__: invalid index (got a {positions.dtype} "
-                f"tensor of shape {list(positions.shape)}; expected integer positions, 0-D or "
-                "1-D). Fix the index."
-            )
-        positions = positions.long().cpu()
-        if positions.numel():
-            low, high = (int(x) for x in torch.aminmax(positions))
-            if low < -n or high >= n:
-                raise IndexError(
-                    f"{type(self).__name__}.__getitem__: index out of range (got [{low}, {high}]; "
-                    f"expected -{n} <= index < {n}). Index stored elements only."
-                )
-        positions = torch.where(positions < 0, positions + n, positions)
-        return positions.reshape(-1), positions.dim() == 0
-
     def _read(self, index: torch.Tensor) -> Any:
         """The elements at ``index``, through ``collate_fn``: as TorchRL, it gets a list of
         elements from a :class:`~tdrl.data.ListStorage` and the stacked batch otherwise."""
@@ -343,11 +205,13 @@ class ReplayBuffer:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def extend(self, data: Any) -> torch.Tensor:
+    def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         """Adds a batch of elements and returns their flat indices.
 
         Args:
             data: a batch (leading dim = elements; ``[env, time]`` for ``ndim=2`` storages).
+            update_priority: TorchRL's switch for priorities read from TensorDict data; only
+                TensorDict buffers have it (``None`` here, as TorchRL).
 
         Returns:
             The flat index of every element, shaped like the data's leading dims (``-1`` for
@@ -356,26 +220,51 @@ class ReplayBuffer:
         Raises:
             ValueError: if keys, shapes or dtypes do not match the stored data (nothing is
                 written then).
+            NotImplementedError: if ``update_priority`` is given.
         """
+        if update_priority is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}.extend: update_priority is not supported here (got "
+                f"{update_priority!r}; expected None). Only TensorDict buffers read priorities "
+                "from the data; call update_priority(index, priority) instead."
+            )
         with self._lock:
             return self._write(data, single=False)
 
-    def add(self, data: Any) -> torch.Tensor:
+    def add(self, data: Any) -> Any:
         """Adds one element (one step per env for ``ndim=2``) and returns its flat index.
+
+        Returns:
+            The index as an ``int`` (as TorchRL); for ``ndim=2`` storages, a tensor with the
+            index of the step of every env.
 
         Examples:
             >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
             >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
             >>> rb.add(torch.ones(3))
-            tensor(0)
+            0
         """
         with self._lock:
-            return self._write(data, single=True).squeeze(-1)
+            index = self._write(data, single=True).squeeze(-1)
+        return int(index) if index.dim() == 0 else index
+
+    @property
+    def write_count(self) -> int:
+        """The number of elements written so far by ``add`` and ``extend`` (as TorchRL).
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(2))
+            >>> _ = rb.extend(torch.arange(3)); _ = rb.add(torch.tensor(5))
+            >>> rb.write_count, len(rb)
+            (4, 2)
+        """
+        return self._writer._write_count
 
     def _prepare_data(self, data: Any) -> Any:
         return data
 
-    def _write(self, data: Any, single: bool) -> torch.Tensor:
+    def _write(self, data: Any, single: bool, update_priority: bool = True) -> torch.Tensor:
         if len(self._transforms):
             data = self._transforms.inv(data)
         data = self._prepare_data(data)
@@ -384,7 +273,9 @@ class ReplayBuffer:
         index = self._storage.flat_index(slots)
         keep = self._written(slots)
         self._sampler.add(self._storage, index if keep is None else index[..., keep])
-        self._after_write(batch, index, keep)
+        self._writer.count(index.numel())
+        if update_priority:
+            self._after_write(batch, index, keep)
         return index
 
     def _written(self, slots: torch.Tensor) -> Any:
@@ -421,9 +312,9 @@ class ReplayBuffer:
             data = self._read(index)
             ran_out = self._sampler.ran_out
         info = {"index": index, **extra}
-        data = self._attach(data, info)
         if len(self._transforms):
             data = self._transforms(data)
+        data = self._attach(data, info)  # after the transforms, as TorchRL
         if self._pin_memory:
             data = pin(data)
         return data, info, ran_out
@@ -453,7 +344,7 @@ class ReplayBuffer:
             self._stop_prefetch()
             raise
 
-    def sample(self, batch_size: int | None = None, *, return_info: bool = False) -> Any:
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
         """Samples a batch.
 
         Args:
@@ -525,12 +416,26 @@ class ReplayBuffer:
         if prefetcher is not None:
             prefetcher.close()
 
-    def empty(self) -> None:
-        """Removes every element (stops the prefetch thread; it restarts on the next sample)."""
+    def empty(self, empty_write_count: bool = True) -> None:
+        """Removes every element (stops the prefetch thread; it restarts on the next sample).
+
+        Args:
+            empty_write_count: also reset :attr:`write_count` to 0 (as TorchRL).
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(4))
+            >>> _ = rb.extend(torch.arange(3))
+            >>> rb.empty(empty_write_count=False)
+            >>> len(rb), rb.write_count
+            (0, 3)
+        """
         self._stop_prefetch()
         with self._lock:
+            count = self._writer._write_count
             self._storage.empty()
             self._writer.empty()
+            self._writer.count(0 if empty_write_count else count, reset=True)
             self._sampler.empty()
             self._last_ran_out = False
 
@@ -547,128 +452,3 @@ class ReplayBuffer:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _components(self) -> dict[str, Any]:
-        return {
-            "buffer": {"class": type(self).__name__},
-            "storage": self._storage.config(),
-            "sampler": self._sampler.config(),
-            "writer": self._writer.config(),
-        }
-
-    def state_dict(self) -> dict[str, Any]:
-        """The whole buffer state: tensors and JSON values, storage tensors as views (no copy).
-
-        Examples:
-            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
-            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
-            >>> _ = rb.extend(torch.arange(3))
-            >>> rb2 = ReplayBuffer(storage=LazyTensorStorage(10))
-            >>> rb2.load_state_dict(rb.state_dict())
-            >>> len(rb2)
-            3
-        """
-        with self._lock:
-            generator = {} if self._generator is None else {"state": self._generator.get_state()}
-            return {
-                "format": FORMAT,
-                "version": VERSION,
-                "components": self._components(),
-                "len": len(self),
-                "storage": self._storage.state_dict(),
-                "sampler": self._sampler.state_dict(),
-                "writer": self._writer.state_dict(),
-                "generator": generator,
-            }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores :meth:`state_dict` into this buffer (built with matching components).
-
-        Everything is validated before the buffer changes.
-
-        Raises:
-            CheckpointError: if the state is invalid or was saved from different components.
-        """
-        self._load(state, f"{type(self).__name__}.load_state_dict")
-
-    def _load(self, state: dict[str, Any], where: str, source: Path | None = None) -> None:
-        def naming(part: str) -> contextlib.AbstractContextManager[None]:
-            # Errors about a section of a checkpoint folder name the file or folder it came from.
-            return (
-                contextlib.nullcontext()
-                if source is None
-                else checkpoint_errors(source / part, where)
-            )
-
-        with naming(METADATA):
-            check_header(state, self._components(), where)
-        with naming("generator"):
-            generator_state = checked_generator_state(state, where)
-        with naming("storage"):
-            length, slots = self._storage.check_state(state["storage"], where)
-        with naming(METADATA):
-            check_length(state, length, where)
-        # Dry runs on copies validate the sampler and writer states before anything changes.
-        for part in ("sampler", "writer"):
-            with naming(part):
-                probe = copy.deepcopy(getattr(self, f"_{part}"))
-                probe.load_state_dict(state[part])
-                probe.check_fits(length, slots, where)
-        self._stop_prefetch()
-        with self._lock:
-            self._storage.load_state_dict(state["storage"])
-            self._sampler.load_state_dict(state["sampler"])
-            self._writer.load_state_dict(state["writer"])
-            if generator_state is not None:
-                if self._generator is None:
-                    self._generator = torch.Generator()
-                self._generator.set_state(generator_state)
-            self._last_ran_out = False
-
-    def dumps(self, path: str | os.PathLike[str]) -> None:
-        """Writes a pickle-free checkpoint directory, atomically.
-
-        Layout: ``buffer_metadata.json`` (components and format), ``storage/`` (one raw
-        ``.memmap`` file per tensor leaf, nested keys as folders, ``meta.json`` with dtypes and
-        shapes), ``sampler/``, ``writer/`` and ``generator/``. The directory is first written to a
-        temporary sibling, fsynced, then swapped into place: an interrupted dump leaves the
-        previous checkpoint intact. Dumping again to the same path replaces it.
-
-        Raises:
-            CheckpointError: for a :class:`~tdrl.data.ListStorage` (it holds arbitrary objects),
-                or if ``path`` is a non-empty directory that is not a checkpoint.
-
-        Examples:
-            >>> import tempfile
-            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
-            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
-            >>> _ = rb.extend(torch.arange(4))
-            >>> path = tempfile.mkdtemp()
-            >>> rb.dumps(path)
-            >>> rb2 = ReplayBuffer(storage=LazyTensorStorage(10))
-            >>> rb2.loads(path)
-            >>> len(rb2)
-            4
-        """
-        where = f"{type(self).__name__}.dumps"
-        if not self._storage.checkpointable:
-            raise CheckpointError(
-                f"{where}: {type(self._storage).__name__} cannot be dumped (got a storage of arbitrary Python objects; expected a tensor storage). Use LazyTensorStorage or LazyMemmapStorage."
-            )
-        with self._lock:  # the state holds views of the storage: no write may interleave
-            write_buffer_dir(path, self.state_dict(), where)
-
-    def loads(self, path: str | os.PathLike[str]) -> None:
-        """Restores a checkpoint written by :meth:`dumps` (no pickle: JSON and raw files only).
-
-        Unknown extra files in the directory are ignored.
-
-        Raises:
-            CheckpointError: if the directory is missing, partial or corrupted, or was dumped from
-                a buffer with different components.
-        """
-        where = f"{type(self).__name__}.loads"
-        with checkpoint_errors(path, where):
-            self._load(read_buffer_dir(path, where), where, Path(path))

@@ -345,11 +345,28 @@ class PrioritizedSampler(Sampler):
         weight = (self._max_priority + self.eps) ** self.alpha
         self._set(index, torch.full(index.shape, weight, dtype=torch.float64))
 
-    def update_priority(self, index: torch.Tensor, priority: Any) -> None:
+    def update_priority(
+        self, index: torch.Tensor, priority: Any, *, storage: Storage | None = None
+    ) -> None:
         """Sets the priority of the elements at flat ``index`` (for a repeated index the last wins).
 
+        Args:
+            index: flat indices (as returned by ``sample()`` or ``extend()``).
+            priority: one priority per index (or one for all).
+            storage: the storage the indices refer to (TorchRL's keyword); when given, every
+                index must be one of its stored elements.
+
         Raises:
+            IndexError: if an index is outside ``[0, max_capacity)`` (or the storage).
             ValueError: if shapes differ, or a priority is NaN, infinite or negative.
+
+        Examples:
+            >>> from tdrl.data import LazyTensorStorage
+            >>> storage, sampler = LazyTensorStorage(4), PrioritizedSampler(4, 1.0, 1.0)
+            >>> storage.write_range(0, storage.prepare(torch.zeros(2)))
+            >>> sampler.update_priority(torch.tensor([1]), 3.0, storage=storage)
+            >>> sampler.max_priority
+            3.0
         """
         index = torch.as_tensor(index)
         if index.numel() == 0:
@@ -357,10 +374,11 @@ class PrioritizedSampler(Sampler):
         priority, high = _as_priority(priority, index)
         index = index.reshape(-1).to("cpu", torch.long)
         low_index, high_index = (int(x) for x in torch.aminmax(index))
-        if low_index < 0 or high_index >= self.max_capacity:
+        limit = self.max_capacity if storage is None else min(len(storage), self.max_capacity)
+        if low_index < 0 or high_index >= limit:
             raise IndexError(
                 f"PrioritizedSampler.update_priority: index out of range (got [{low_index}, "
-                f"{high_index}]; expected 0 <= index < {self.max_capacity}). Pass indices "
+                f"{high_index}]; expected 0 <= index < {limit}). Pass indices "
                 "returned by sample() or extend()."
             )
         index, priority = _last_occurrence(index, priority)

@@ -7,14 +7,26 @@ from typing import Any
 
 import torch
 
-from ._buffers import ReplayBuffer, refuse_unsupported
+from ._buffers import ReplayBuffer
 from ._prioritized import PrioritizedSampler
+from ._refuse import refuse_unsupported
 from ._samplers import Sampler
 from ._storages import ListStorage, Storage
 from ._td_buffers import TensorDictReplayBuffer
 from ._writers import Writer
 
 __all__ = ["PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
+
+
+def _bounded(where: str, storage: Storage | None) -> Storage:
+    """The buffer's storage (``ListStorage(1000)`` by default); it must have a size limit."""
+    storage = storage if storage is not None else ListStorage(1000)
+    if not storage.bounded:
+        raise ValueError(
+            f"{where}: a prioritized buffer needs a storage with a size limit (got "
+            "ListStorage(None); expected a max_size). Pass ListStorage(max_size)."
+        )
+    return storage
 
 
 def _check_prioritized_args(where: str, dtype: Any, sampler_device: Any, sync: bool) -> None:
@@ -29,8 +41,9 @@ def _check_prioritized_args(where: str, dtype: Any, sampler_device: Any, sync: b
 class PrioritizedReplayBuffer(ReplayBuffer):
     """A :class:`ReplayBuffer` with a :class:`~tdrl.data.PrioritizedSampler`.
 
-    :meth:`sample` returns ``(batch, info)`` by default: ``info["index"]`` to pass back to
-    :meth:`update_priority`, ``info["priority_weight"]`` to weight the loss.
+    ``sample(return_info=True)`` returns ``(batch, info)``: ``info["index"]`` to pass back to
+    :meth:`update_priority`, ``info["priority_weight"]`` to weight the loss (as TorchRL,
+    ``sample()`` alone returns just the batch).
 
     Args:
         alpha: priority exponent (see :class:`~tdrl.data.PrioritizedSampler`).
@@ -49,7 +62,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         >>> from tdrl.data import LazyTensorStorage, PrioritizedReplayBuffer
         >>> rb = PrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(100), batch_size=8)
         >>> _ = rb.extend(torch.randn(20, 3))
-        >>> data, info = rb.sample()
+        >>> data, info = rb.sample(return_info=True)
         >>> rb.update_priority(info["index"], torch.rand(8))
         >>> sorted(info)
         ['index', 'priority_weight']
@@ -81,7 +94,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     ) -> None:
         where = f"{type(self).__name__}.__init__"
         _check_prioritized_args(where, dtype, sampler_device, sync)
-        storage = storage if storage is not None else ListStorage(1000)
+        storage = _bounded(where, storage)
         if sampler is None:
             sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps)
         super().__init__(
@@ -100,10 +113,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             transport=transport,
             transport_options=transport_options,
         )
-
-    def sample(self, batch_size: int | None = None, *, return_info: bool = True) -> Any:
-        """Samples ``(batch, info)`` (just the batch with ``return_info=False``)."""
-        return super().sample(batch_size, return_info=return_info)
 
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
@@ -162,10 +171,9 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         transport_options: dict[str, Any] | None = None,
         writer: Writer | None = None,
     ) -> None:
-        _check_prioritized_args(
-            f"{type(self).__name__}.__init__", torch.float32, sampler_device, sync
-        )
-        storage = storage if storage is not None else ListStorage(1000)
+        where = f"{type(self).__name__}.__init__"
+        _check_prioritized_args(where, torch.float32, sampler_device, sync)
+        storage = _bounded(where, storage)
         super().__init__(
             priority_key=priority_key,
             storage=storage,

@@ -117,7 +117,7 @@ class SamplerWithoutReplacement(Sampler):
         [[0, 1, 2, 3], [4, 5]]
     """
 
-    def __init__(self, *, drop_last: bool = False, shuffle: bool = True) -> None:
+    def __init__(self, drop_last: bool = False, shuffle: bool = True) -> None:
         self.drop_last = drop_last
         self.shuffle = shuffle
         self._perm = torch.empty(0, dtype=torch.long)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from tdrl.errors import CheckpointError
 
+from ._refuse import refuse_unsupported
 from ._samplers import Sampler, check_not_empty
 from ._storages import Storage
 
@@ -21,6 +23,15 @@ def _stable_order(order: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 def _key_list(key: Any) -> Any:
     return list(key) if isinstance(key, tuple) else key
+
+
+def _leaf(storage: Storage, key: Any, index: torch.Tensor | None = None) -> torch.Tensor | None:
+    """Stored entry ``key`` (at ``index``, when given), or ``None`` if the storage lacks it."""
+    try:
+        leaf = storage.get_leaf(key)
+    except KeyError:
+        return None
+    return leaf if index is None else leaf[index.to(leaf.device)]
 
 
 class SliceSampler(Sampler):
@@ -40,15 +51,31 @@ class SliceSampler(Sampler):
     ``sample.reshape(num_slices, slice_len)`` recovers the slices. With ``strict_length=False``,
     trajectories shorter than ``slice_len`` are sampled whole and the batch may be smaller.
 
+    As in TorchRL, the info of a sample (set into TensorDict samples) marks where slices break:
+    ``truncated_key`` is ``True`` at the last step of every slice, the ``"done"`` entry next to
+    it is the stored flag OR that mark, the ``"terminated"`` entry is the stored one (``False``
+    when absent); with ``init_key`` present in the storage, its flag is also set at the first
+    step of every slice (recurrent modules restart there).
+
     Args:
         num_slices: the number of slices per batch (give this or ``slice_len``).
         slice_len: the steps per slice (give this or ``num_slices``).
-        end_key: the end-of-trajectory flag entry.
+        end_key: the end-of-trajectory flag entry (default ``("next", "done")``).
+        end_keys: several flag entries OR-ed together (instead of ``end_key``); entries missing
+            from the storage are skipped, at least one must be present.
         traj_key: the trajectory-id entry (instead of ``end_key``).
+        step_key: TorchRL's step entry, read only with ``fragmented=True``.
+        fragmented, ends, trajectories, pad_output, span: TorchRL options tdrl does not have;
+            only their defaults are accepted.
         cache_values: accepted for TorchRL code. tdrl always caches the trajectory boundaries
             between samples and recomputes them after every write, which is what TorchRL's
             ``cache_values=True`` does; ``False`` changes nothing observable either.
+        truncated_key: where the slice-end mark goes (``None``: no truncated/done/terminated
+            entries).
+        init_key: the first-step flag OR-ed with slice starts (``None``: left untouched).
         strict_length: only sample full-length slices.
+        compile, use_gpu: TorchRL's speed options for computing indices; tdrl computes them
+            on the CPU, with the same results, for any value.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -67,10 +94,42 @@ class SliceSampler(Sampler):
         num_slices: int | None = None,
         slice_len: int | None = None,
         end_key: Any = None,
+        end_keys: Sequence[Any] | None = None,
         traj_key: Any = None,
+        step_key: Any = "step_count",
+        fragmented: bool = False,
+        ends: torch.Tensor | None = None,
+        trajectories: torch.Tensor | None = None,
         cache_values: bool = False,
+        truncated_key: Any = ("next", "truncated"),
+        init_key: Any = "is_init",
         strict_length: bool = True,
+        pad_output: bool = False,
+        compile: bool | dict[str, Any] = False,
+        span: bool | int | tuple[bool | int, bool | int] = False,
+        use_gpu: torch.device | bool = False,
     ) -> None:
+        refuse_unsupported(
+            f"{type(self).__name__}.__init__",
+            fragmented=(fragmented, False),
+            ends=(ends, None),
+            trajectories=(trajectories, None),
+            pad_output=(pad_output, False),
+            span=(span, False),
+        )
+        if end_key is not None and end_keys is not None:
+            raise ValueError(
+                f"SliceSampler.__init__: end_key and end_keys are exclusive (got end_key="
+                f"{end_key!r}, end_keys={end_keys!r}). Put every flag in end_keys."
+            )
+        if end_keys is not None:
+            end_keys = tuple(end_keys)
+            if not end_keys:
+                raise ValueError(
+                    "SliceSampler.__init__: end_keys is empty (got []; expected at least one "
+                    "key). Pass the end-of-trajectory flags."
+                )
+            end_key = end_keys[0]
         if (num_slices is None) == (slice_len is None):
             raise ValueError(
                 f"SliceSampler.__init__: give exactly one of num_slices and slice_len (got num_slices="
@@ -91,11 +150,23 @@ class SliceSampler(Sampler):
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = traj_key
         self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
+        self.end_keys = end_keys if traj_key is None else None
+        self.step_key = step_key
+        self.truncated_key = truncated_key
+        self.init_key = init_key
+        self.compile, self.use_gpu = compile, use_gpu
         self.strict_length = strict_length
         self.cache_values = bool(cache_values)
         self._stamp = torch.empty(0, dtype=torch.long)
         self._clock = 0
         self._cache: tuple[int, int, tuple[torch.Tensor, ...]] | None = None
+
+    def check_storage(self, storage: Storage) -> None:
+        if not storage.bounded:
+            raise ValueError(
+                "SliceSampler.check_storage: the storage has no size limit (got "
+                "ListStorage(None); expected a max_size). Give the storage a max_size."
+            )
 
     def add(self, storage: Storage, index: torch.Tensor) -> None:
         """Records the write order of the elements at ``index`` (shape ``[*env, time]``)."""
@@ -121,13 +192,58 @@ class SliceSampler(Sampler):
                 stream[order][1:] != stream[order][:-1]
             )
         else:
-            end = storage.get_leaf(self.end_key).reshape(n, -1).any(1).to("cpu")
+            end = self._ends(storage, n)
             order = _stable_order(order, stream)
             new = torch.ones(n, dtype=torch.bool)
             new[1:] = end[order][:-1] | (stream[order][1:] != stream[order][:-1])
         starts = new.nonzero().squeeze(1)
         lengths = torch.diff(starts, append=torch.tensor([n]))
         return order, starts, lengths
+
+    def _ends(self, storage: Storage, n: int) -> torch.Tensor:
+        """The end-of-trajectory flag of every stored element (``end_keys`` OR-ed)."""
+        keys = self.end_keys if self.end_keys is not None else (self.end_key,)
+        flags = [f for f in (_leaf(storage, key) for key in keys) if f is not None]
+        if not flags:
+            raise KeyError(
+                f"SliceSampler.sample: no end-of-trajectory entry in the storage (got none of "
+                f"{list(keys)}; expected at least one). Store the flag or pass traj_key."
+            )
+        return torch.stack([f.reshape(n, -1).any(1).to("cpu") for f in flags]).any(0)
+
+    def _marks(
+        self, storage: Storage, index: torch.Tensor, lengths: torch.Tensor
+    ) -> dict[Any, torch.Tensor]:
+        """TorchRL's sample info: slice ends (truncated, done, terminated) and slice starts."""
+        info: dict[Any, torch.Tensor] = {}
+        last = lengths.cumsum(0) - 1
+        if self.truncated_key is not None:
+            key = (
+                self.truncated_key
+                if isinstance(self.truncated_key, tuple)
+                else (self.truncated_key,)
+            )
+            truncated = torch.zeros(index.numel(), 1, dtype=torch.bool)
+            truncated[last] = True
+            done = _leaf(storage, (*key[:-1], "done"), index)
+            if done is None:
+                done = truncated.clone()
+            else:
+                done = done.bool() | truncated.view(-1, *(1,) * (done.dim() - 1)).to(done.device)
+            terminated = _leaf(storage, (*key[:-1], "terminated"), index)
+            info[self.truncated_key] = truncated
+            info[(*key[:-1], "done") if len(key) > 1 else "done"] = done
+            info[(*key[:-1], "terminated") if len(key) > 1 else "terminated"] = (
+                terminated if terminated is not None else torch.zeros_like(truncated)
+            )
+        if self.init_key is not None:
+            stored = _leaf(storage, self.init_key, index)
+            if stored is not None:
+                start = torch.zeros(index.numel(), dtype=torch.bool)
+                start[last - lengths + 1] = True
+                mark = start.view(-1, *(1,) * (stored.dim() - 1)).to(stored.device)
+                info[self.init_key] = stored.bool() | mark
+        return info
 
     def _shape(self, batch_size: int) -> tuple[int, int]:
         per = self.slice_len if self.slice_len is not None else self.num_slices
@@ -161,9 +277,13 @@ class SliceSampler(Sampler):
         traj = torch.searchsorted(cum, pick, right=True)
         first = starts[traj] + pick - (cum[traj] - windows[traj])
         rows = first.unsqueeze(1) + torch.arange(slice_len)
-        if not self.strict_length:
-            rows = rows[rows < (starts[traj] + lengths[traj]).unsqueeze(1)]
-        return order[rows.reshape(-1)], {}
+        if self.strict_length:
+            sizes = torch.full((num_slices,), slice_len)
+        else:
+            valid = rows < (starts[traj] + lengths[traj]).unsqueeze(1)
+            rows, sizes = rows[valid], valid.sum(1)
+        index = order[rows.reshape(-1)]
+        return index, self._marks(storage, index, sizes)
 
     def empty(self) -> None:
         self._stamp = torch.empty(0, dtype=torch.long)
@@ -177,6 +297,7 @@ class SliceSampler(Sampler):
             "end_key": _key_list(self.end_key),
             "traj_key": _key_list(self.traj_key),
             "strict_length": self.strict_length,
+            **({"end_keys": [_key_list(k) for k in self.end_keys]} if self.end_keys else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:

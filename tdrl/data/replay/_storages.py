@@ -9,6 +9,7 @@ slots and flat indices coincide. Tensor storages with ``ndim > 1`` (see
 from __future__ import annotations
 
 import abc
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,10 @@ from tdrl.errors import CheckpointError
 
 from ._pytree import Structure, align, flatten, unflatten
 
-__all__ = ["Batch", "ListStorage", "Storage"]
+__all__ = ["UNBOUNDED", "Batch", "ListStorage", "Storage"]
+
+#: the ``max_size`` of an unbounded :class:`ListStorage` (``ListStorage(None)``, as TorchRL).
+UNBOUNDED = sys.maxsize
 
 
 @dataclass
@@ -72,15 +76,29 @@ class Storage(abc.ABC):
     #: whether :meth:`state_dict` holds only tensors and JSON values (``dumps`` support).
     checkpointable: bool = True
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, checkpointer: Any = None, compilable: bool = False) -> None:
         if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 1:
             raise ValueError(
                 f"{type(self).__name__}.__init__: invalid max_size (got {max_size!r}; expected an int "
                 ">= 1). Pass the number of elements the storage holds."
             )
+        if checkpointer is not None:
+            raise ValueError(
+                f"{type(self).__name__}.__init__: checkpointer is not supported by tdrl (got "
+                f"{checkpointer!r}; expected None). Buffers write pickle-free checkpoints with "
+                "dumps()/loads()."
+            )
         self.max_size = max_size
         self.ndim = 1
         self._filled = 0
+        # TorchRL's flag for torch.compile-friendly storages: tdrl's storages hold no
+        # Python-side state that compile must skip, so both values behave the same.
+        self.compilable = bool(compilable)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the storage has a size limit (only ``ListStorage(None)`` has none)."""
+        return self.max_size != UNBOUNDED
 
     @property
     def slots(self) -> int:
@@ -122,12 +140,51 @@ class Storage(abc.ABC):
         """Writes row ``i`` of ``batch`` into slot ``slots[i]`` (slots are unique)."""
 
     @abc.abstractmethod
-    def get(self, index: torch.Tensor) -> Any:
-        """Returns the elements at the flat indices ``index`` (1-D), stacked."""
+    def get(self, indices: torch.Tensor) -> Any:
+        """Returns the elements at the flat indices ``indices`` (1-D), stacked."""
 
     @abc.abstractmethod
     def get_leaf(self, key: Any) -> torch.Tensor:
         """Returns the valid elements of one leaf as a ``[len(self), ...]`` tensor."""
+
+    def set(self, cursor: Any, data: Any, *, set_cursor: bool = True) -> None:
+        """Writes ``data`` at write slots ``cursor`` (TorchRL's ``Storage.set``).
+
+        ``cursor`` is an int (``data`` is one element), or a slice, list or 1-D tensor of slots
+        (``data`` is a batch with one row per slot). Slots may be past the filled part (the
+        storage grows to the largest one written). ``set_cursor`` is TorchRL's bookkeeping flag
+        for its writers; tdrl's writers keep their own cursor, so both values write the same.
+
+        Raises:
+            IndexError: if a slot is outside ``[0, slots)``.
+            ValueError: if the number of rows differs from the number of slots.
+
+        Examples:
+            >>> s = ListStorage(4)
+            >>> s.set(2, torch.tensor(7))
+            >>> s.set([0, 1], torch.tensor([5, 6]))
+            >>> len(s), s.get(torch.tensor([0, 1, 2]))
+            (3, tensor([5, 6, 7]))
+        """
+        name = f"{type(self).__name__}.set"
+        single = isinstance(cursor, int) and not isinstance(cursor, bool)
+        if isinstance(cursor, slice):
+            slots = torch.arange(*cursor.indices(self.slots))
+        else:
+            slots = torch.as_tensor(cursor).reshape(-1).long().cpu()
+        if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= self.slots):
+            raise IndexError(
+                f"{name}: cursor out of range (got {cursor!r}; expected slots in "
+                f"[0, {self.slots})). Write inside the storage."
+            )
+        batch = self.prepare(data, single=single)
+        if batch.length != slots.numel() or slots.unique().numel() != slots.numel():
+            raise ValueError(
+                f"{name}: the data does not match the cursor (got {batch.length} rows for "
+                f"{slots.numel()} slots; expected one row per distinct slot). Pass as many rows "
+                "as slots."
+            )
+        self.write_index(slots, batch)
 
     def empty(self) -> None:
         """Forgets every element (allocated memory is kept for reuse)."""
@@ -142,7 +199,7 @@ class Storage(abc.ABC):
         """The content of the storage (tensors and JSON values for checkpointable storages)."""
 
     @abc.abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
 
     def check_state(self, state: dict[str, Any], where: str) -> tuple[int, int]:
@@ -177,7 +234,11 @@ class ListStorage(Storage):
     :class:`~tdrl.data.LazyTensorStorage` for that).
 
     Args:
-        max_size: the number of elements the storage holds.
+        max_size: the number of elements the storage holds; ``None`` (TorchRL's default) for no
+            limit (the buffer never overwrites; prioritized and slice samplers need a limit).
+        compilable: TorchRL's torch.compile flag; tdrl's storages behave the same either way.
+        device: where tensor data is moved on write (``None``: it stays where it is). Objects
+            that are not tensor data are stored as given.
 
     Examples:
         >>> from tdrl.data import ListStorage, ReplayBuffer
@@ -189,8 +250,15 @@ class ListStorage(Storage):
 
     checkpointable = False
 
-    def __init__(self, max_size: int) -> None:
-        super().__init__(max_size)
+    def __init__(
+        self,
+        max_size: int | None = None,
+        *,
+        compilable: bool = False,
+        device: torch.device | str | int | None = None,
+    ) -> None:
+        super().__init__(UNBOUNDED if max_size is None else max_size, compilable=compilable)
+        self.device = torch.device(device) if device is not None else None
         self._items: list[Any] = []
         # Tensor data: the structure and (shape, dtype) of each element's leaves; None for objects.
         self._structure: Structure | None = None
@@ -201,6 +269,8 @@ class ListStorage(Storage):
 
     def _rows(self, data: Any, single: bool) -> tuple[Structure, list[tuple[torch.Tensor, ...]]]:
         structure, leaves = flatten(data, lead=0 if single else 1)
+        if self.device is not None:
+            leaves = [leaf.to(self.device) for leaf in leaves]
         if single:
             return structure, [tuple(leaves)]
         if isinstance(data, TensorDictBase) and not data.batch_dims:
@@ -286,8 +356,8 @@ class ListStorage(Storage):
         self._items[slot] = item
         self._update_filled(slot, 1)
 
-    def get(self, index: torch.Tensor) -> Any:
-        """Returns the elements at ``index``: tensor data stacked, objects as a list.
+    def get(self, indices: torch.Tensor) -> Any:
+        """Returns the elements at ``indices``: tensor data stacked, objects as a list.
 
         Examples:
             >>> s = ListStorage(5)
@@ -295,7 +365,7 @@ class ListStorage(Storage):
             >>> s.get(torch.tensor([3, 1]))
             tensor([3, 1])
         """
-        items = [self._items[i] for i in index.tolist()]
+        items = [self._items[i] for i in indices.tolist()]
         if self._structure is None:
             return items
         columns = [torch.stack(column) for column in zip(*items)]
@@ -341,8 +411,8 @@ class ListStorage(Storage):
             "signature": self._signature,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores :meth:`state_dict`."""
-        self._items = list(state["items"])
-        self._filled = int(state["filled"])
-        self._structure, self._signature = state["structure"], state["signature"]
+        self._items = list(state_dict["items"])
+        self._filled = int(state_dict["filled"])
+        self._structure, self._signature = state_dict["structure"], state_dict["signature"]

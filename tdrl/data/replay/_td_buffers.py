@@ -77,6 +77,46 @@ class TensorDictReplayBuffer(ReplayBuffer):
         super().__init__(**kwargs)
         self.priority_key = priority_key
 
+    def extend(
+        self, tensordicts: TensorDictBase, *, update_priority: bool | None = None
+    ) -> torch.Tensor:
+        """Adds a TensorDict batch and returns the flat indices of its elements.
+
+        Args:
+            tensordicts: the batch (batch dims ``[N]``, or ``[env, time]`` for ``ndim=2``).
+            update_priority: with a prioritized sampler, whether the data's ``priority_key``
+                entry sets the priorities of the new elements (``None`` means ``True``, as
+                TorchRL); with ``False`` they get the largest priority seen.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+            >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+            >>> rb.extend(TensorDict({"obs": torch.zeros(3)}, [3]), update_priority=False)
+            tensor([0, 1, 2])
+        """
+        with self._lock:
+            return self._write(
+                tensordicts, single=False, update_priority=update_priority is not False
+            )
+
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+        """Samples a TensorDict batch that carries ``"index"`` (and the sampler's extras).
+
+        Args:
+            batch_size: the number of elements; defaults to the constructor's ``batch_size``.
+            return_info: also return the info dict.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+            >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(TensorDict({"obs": torch.zeros(3)}, [3]))
+            >>> rb.sample(2)["index"].shape
+            torch.Size([2])
+        """
+        return super().sample(batch_size, return_info)
+
     def _prepare_data(self, data: Any) -> Any:
         if not isinstance(data, TensorDictBase):
             raise TypeError(

@@ -1,15 +1,8 @@
-"""Preallocated tensor storages: in memory (optionally on a device) or memory-mapped files."""
+"""Preallocated tensor storages: the base class and the in-memory storage (optionally on a device)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import re
-import shutil
-import tempfile
-import uuid
-import weakref
 from typing import Any
 
 import torch
@@ -18,9 +11,10 @@ from tensordict import TensorDictBase
 from tdrl.errors import CheckpointError
 
 from ._pytree import Structure, align, flatten, structure_from_json, unflatten
+from ._refuse import refuse_unsupported
 from ._storages import Batch, Storage
 
-__all__ = ["LazyMemmapStorage", "LazyTensorStorage", "TensorStorage"]
+__all__ = ["LazyTensorStorage", "TensorStorage", "storage_device"]
 
 #: the most (start, length) write ranges whose destination views are kept.
 _MAX_CACHED_VIEWS = 1024
@@ -46,11 +40,28 @@ def _state_paths(structure: Structure) -> list[tuple[str, ...]]:
     return [(f"leaf{i}",) for i in range(len(structure.paths))]
 
 
-class TensorStorage(Storage):
-    """Base of the storages that keep one preallocated tensor per data leaf.
+def storage_device(owner: str, device: Any) -> torch.device | None:
+    """The device a tensor storage keeps its data on: ``None`` for ``"auto"`` (the device of the
+    first data written, also accepted as ``None``), else ``torch.device(device)``."""
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"{owner}: invalid device (got {device!r}; expected a torch.device, a device string "
+            "or 'auto'). Pass 'cpu', 'cuda', ... or 'auto'."
+        ) from err
 
-    Memory is allocated on the first write from that data: every leaf (nested keys included) gets a
-    ``[max_size, *leaf_shape]`` tensor. With ``ndim=2`` the data is laid out ``[env, time, ...]``:
+
+class TensorStorage(Storage):
+    """A storage that keeps one preallocated tensor per data leaf.
+
+    Built from existing data (``TensorStorage(td)``, as TorchRL), it writes into that data's
+    tensors in place and holds ``td.shape[0]`` elements from the start. The lazy subclasses
+    (:class:`LazyTensorStorage`, :class:`~tdrl.data.LazyMemmapStorage`) allocate on the first
+    write instead: every leaf (nested keys included) gets a ``[max_size, *leaf_shape]`` tensor.
+    With ``ndim=2`` the data is laid out ``[env, time, ...]``:
     ``extend`` takes ``[n_env, T, ...]`` data and appends ``T`` steps to every env, the storage
     holds ``max_size // n_env`` steps per env, and the flat index of env ``e`` at time slot ``t``
     is ``t * n_env + e`` (see :meth:`unravel_index`). Extra TensorDict batch dims after the first
@@ -61,9 +72,17 @@ class TensorStorage(Storage):
     Subclasses choose where memory lives by overriding :meth:`_allocate`.
 
     Args:
-        max_size: the number of elements the storage holds.
+        storage: existing data to write into (a TensorDict, a tensor or a pytree of tensors
+            whose first dim is ``max_size``; ``[max_size, env]`` for ``ndim=2``), or ``None``
+            for an empty storage allocated on the first write.
+        max_size: the number of elements (defaults to the first dim of ``storage``; required
+            without it).
+        device: where the data lives (TorchRL's default ``"cpu"``; data written from another
+            device is copied there); ``"auto"`` means the device of the first data written (of
+            ``storage`` when given).
         ndim: the number of leading data dims that index elements (``1``: ``[N]``; ``2``:
             ``[env, time]``).
+        compilable: TorchRL's torch.compile flag; tdrl's storages behave the same either way.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -72,13 +91,47 @@ class TensorStorage(Storage):
         >>> storage.write_range(0, storage.prepare(data))
         >>> len(storage), storage.get(torch.tensor([0, 1, 2]))["obs"].tolist()
         (6, [0.0, 3.0, 1.0])
+        >>> wrapped = TensorStorage(TensorDict({"obs": torch.zeros(4)}, [4]))
+        >>> len(wrapped), wrapped.max_size
+        (4, 4)
     """
 
-    def __init__(self, max_size: int, *, ndim: int = 1) -> None:
-        super().__init__(max_size)
+    def __init__(
+        self,
+        storage: Any = None,
+        max_size: int | None = None,
+        *,
+        device: torch.device | str = "cpu",
+        ndim: int = 1,
+        compilable: bool = False,
+    ) -> None:
+        name = f"{type(self).__name__}.__init__"
+        leaves: list[torch.Tensor] = []
+        if storage is not None:
+            if ndim != 1:
+                raise NotImplementedError(
+                    f"{name}: wrapping existing data needs ndim=1 (got ndim={ndim!r}; expected "
+                    "1). Use LazyTensorStorage(max_size, ndim=...) for [env, time] layouts."
+                )
+            structure, leaves = flatten(storage, lead=1)
+            first = leaves[0].shape[0] if leaves and leaves[0].dim() else None
+            if max_size is None:
+                max_size = first
+            if first is None or max_size != first:
+                raise ValueError(
+                    f"{name}: max_size does not match the storage (got max_size={max_size!r} "
+                    f"for a storage whose first dim is {first}; expected them equal). Leave "
+                    "max_size out."
+                )
+        elif max_size is None:
+            raise ValueError(
+                f"{name}: no storage and no max_size (got both None; expected one). Pass "
+                "max_size, or use LazyTensorStorage(max_size)."
+            )
+        super().__init__(max_size, compilable=compilable)
         if not isinstance(ndim, int) or ndim < 1:
             raise ValueError(
-                f"{type(self).__name__}.__init__: invalid ndim (got {ndim!r}; expected an int >= 1). "
+                f"{name}: invalid ndim (got {ndim!r}; expected an int >= 1). "
                 "Use 1 for [N] data and 2 for [env, time] data."
             )
         self.ndim = ndim
@@ -88,9 +141,28 @@ class TensorStorage(Storage):
         self._env_shape: tuple[int, ...] = ()
         self._slots = max_size
         self._env_numel = 1
-        self._device: torch.device | None = None
+        self._device: torch.device | None = storage_device(name, device)
         self._leaf_specs: list[tuple[torch.Size, torch.dtype]] = []
         self._views: dict[tuple[int, int], list[torch.Tensor]] = {}
+        if storage is not None:
+            self._wrap(name, structure, leaves)
+
+    def _wrap(self, name: str, structure: Structure, leaves: list[torch.Tensor]) -> None:
+        """Uses the tensors of existing data as the buffers (no copy), all elements valid."""
+        devices = {leaf.device for leaf in leaves}
+        if len(devices) != 1 or (self._device is not None and devices != {self._device}):
+            raise ValueError(
+                f"{name}: the storage is not on the storage device (got tensors on "
+                f"{sorted(map(str, devices))}; expected {self._device or 'one device'}). Move "
+                "the data with .to(device), or pass device='auto'."
+            )
+        if len({leaf.shape[0] for leaf in leaves}) != 1:
+            raise ValueError(
+                f"{name}: the storage leaves disagree on the first dim (got "
+                f"{sorted({leaf.shape[0] for leaf in leaves})}; expected one size). Fix the data."
+            )
+        self._set_layout(structure, list(leaves), (), devices.pop())
+        self._filled = self._slots
 
     @property
     def slots(self) -> int:
@@ -208,6 +280,10 @@ class TensorStorage(Storage):
             if isinstance(data, TensorDictBase):
                 data = data.unsqueeze(self.ndim - 1)
         lead = self._lead(data, leaves)
+        if self._device is not None and any(leaf.device != self._device for leaf in leaves):
+            leaves = [
+                leaf.to(self._device) for leaf in leaves
+            ]  # blocking: the source may be reused
         if self._structure is None:
             self._allocate_all(structure, leaves, lead)
         else:
@@ -336,8 +412,8 @@ class TensorStorage(Storage):
             else index.device == self._device
         )
 
-    def get(self, index: torch.Tensor) -> Any:
-        """Gathers the elements at the flat indices ``index`` with ``index_select``.
+    def get(self, indices: torch.Tensor) -> Any:
+        """Gathers the elements at the flat indices ``indices`` with ``index_select``.
 
         Examples:
             >>> s = LazyTensorStorage(10)
@@ -349,10 +425,10 @@ class TensorStorage(Storage):
             raise RuntimeError(
                 f"{type(self).__name__}.get: the storage is empty (got no write; expected extend() first). Add data before sampling."
             )
-        if not self._on_index_device(index):
-            index = index.to(self._device, non_blocking=True)
-        leaves = [torch.index_select(flat, 0, index) for flat in self._flat]
-        return unflatten(self._structure, leaves, (index.numel(),))
+        if not self._on_index_device(indices):
+            indices = indices.to(self._device, non_blocking=True)
+        leaves = [torch.index_select(flat, 0, indices) for flat in self._flat]
+        return unflatten(self._structure, leaves, (indices.numel(),))
 
     def get_leaf(self, key: Any) -> torch.Tensor:
         """Returns leaf ``key`` (a TensorDict key or a pytree key path) for the valid elements."""
@@ -384,8 +460,9 @@ class TensorStorage(Storage):
             "data": data,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores :meth:`state_dict` (validated first; raises ``CheckpointError``)."""
+        state = state_dict
         if not state.get("initialized"):
             self.empty()
             return
@@ -484,7 +561,11 @@ class LazyTensorStorage(TensorStorage):
         max_size: the number of elements the storage holds.
         ndim: ``1`` for ``[N, ...]`` data, ``2`` for ``[env, time, ...]`` data (see
             :class:`TensorStorage`).
-        device: where the data lives; ``None`` means the device of the first data written.
+        device: where the data lives: TorchRL's default ``"cpu"`` (samples of CUDA data come
+            back on the CPU), a device, or ``"auto"`` for the device of the first data written.
+        compilable: TorchRL's torch.compile flag; tdrl's storages behave the same either way.
+        consolidated, shared_init, cleanup_memmap: TorchRL options tdrl does not have; only
+            their defaults (``False``, ``False``, ``True``) are accepted.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -496,106 +577,21 @@ class LazyTensorStorage(TensorStorage):
     """
 
     def __init__(
-        self, max_size: int, *, ndim: int = 1, device: torch.device | str | None = None
-    ) -> None:
-        super().__init__(max_size, ndim=ndim)
-        self._device = torch.device(device) if device is not None else None
-
-
-_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
-
-
-def _remove_files(files: list[str]) -> None:
-    for filename in files:
-        with contextlib.suppress(OSError):
-            os.remove(filename)
-
-
-class LazyMemmapStorage(TensorStorage):
-    """A tensor storage backed by memory-mapped files, allocated on the first write.
-
-    Each leaf is a raw file ``<scratch_dir>/<id>-<generation>_<n>_<key>.memmap`` (names unique to
-    the storage, so storages may share a folder); the operating system pages data in and out, so
-    buffers larger than RAM work. The files are removed when the storage is garbage-collected
-    (with the temporary folder used when ``scratch_dir`` is ``None``); use
-    :meth:`~tdrl.data.ReplayBuffer.dumps` to keep data.
-
-    Args:
-        max_size: the number of elements the storage holds.
-        ndim: ``1`` for ``[N, ...]`` data, ``2`` for ``[env, time, ...]`` data.
-        scratch_dir: the folder for the files (created); ``None`` for a temporary one.
-
-    Examples:
-        >>> from tdrl.data import LazyMemmapStorage, ReplayBuffer
-        >>> rb = ReplayBuffer(storage=LazyMemmapStorage(100), batch_size=2)
-        >>> _ = rb.extend({"obs": torch.zeros(10, 3)})
-        >>> rb.sample()["obs"].shape
-        torch.Size([2, 3])
-    """
-
-    def __init__(
-        self, max_size: int, *, ndim: int = 1, scratch_dir: str | os.PathLike[str] | None = None
-    ) -> None:
-        super().__init__(max_size, ndim=ndim)
-        self._device = torch.device("cpu")
-        self._scratch_arg = scratch_dir
-        self._scratch: str | None = None
-        self._id = uuid.uuid4().hex[:8]
-        self._generation = 0
-        # Files of the current layout and of the allocation in progress; the same list objects
-        # are given to the finalizer, which removes what is left when the storage is collected.
-        self._files: list[str] = []
-        self._new_files: list[str] = []
-        weakref.finalize(self, _remove_files, self._files)
-        weakref.finalize(self, _remove_files, self._new_files)
-
-    @property
-    def scratch_dir(self) -> str | None:
-        """The folder that holds the files (``None`` until the first write)."""
-        return self._scratch
-
-    def _folder(self) -> str:
-        if self._scratch is None:
-            if self._scratch_arg is None:
-                self._scratch = tempfile.mkdtemp(prefix="tdrl-memmap-")
-                weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
-            else:
-                os.makedirs(self._scratch_arg, exist_ok=True)
-                self._scratch = os.fspath(self._scratch_arg)
-        return self._scratch
-
-    def _allocate(
         self,
-        index: int,
-        path: tuple[Any, ...],
-        shape: tuple[int, ...],
-        dtype: torch.dtype,
-        device: torch.device,
-    ) -> torch.Tensor:
-        numel = math.prod(shape)
-        if numel == 0:
-            return torch.empty(shape, dtype=dtype)
-        name = _FILE_CHARS.sub("_", ".".join(str(k) for k in path))[:80]
-        filename = os.path.join(
-            self._folder(), f"{self._id}-{self._generation}_{index}_{name}.memmap"
+        max_size: int,
+        *,
+        device: torch.device | str = "cpu",
+        ndim: int = 1,
+        compilable: bool = False,
+        consolidated: bool = False,
+        shared_init: bool = False,
+        cleanup_memmap: bool = True,
+    ) -> None:
+        name = f"{type(self).__name__}.__init__"
+        refuse_unsupported(
+            name,
+            consolidated=(consolidated, False),
+            shared_init=(shared_init, False),
+            cleanup_memmap=(cleanup_memmap, True),
         )
-        self._new_files.append(filename)
-        with open(filename, "xb") as f:  # a sparse file: disk blocks are used when written
-            f.truncate(numel * torch.empty((), dtype=dtype).element_size())
-        # A plain tensor over a shared mapping: hot-path ops run without subclass dispatch.
-        return torch.from_file(filename, shared=True, size=numel, dtype=dtype).view(shape)
-
-    def _set_layout(
-        self,
-        structure: Structure,
-        bufs: list[torch.Tensor],
-        env_shape: tuple[int, ...],
-        device: torch.device,
-    ) -> None:
-        super()._set_layout(structure, bufs, env_shape, device)
-        # Files of a previous layout are unlinked, not truncated: tensors still mapping them
-        # (for instance a state_dict taken earlier) stay valid.
-        _remove_files(self._files)
-        self._files[:] = self._new_files
-        self._new_files.clear()
-        self._generation += 1
+        super().__init__(None, max_size, device=device, ndim=ndim, compilable=compilable)

@@ -10,9 +10,10 @@ from tensordict import TensorDictBase
 
 from tdrl.errors import CheckpointError
 
+from ._refuse import refuse_unsupported
 from ._storages import Batch, Storage
 
-__all__ = ["RoundRobinWriter", "TensorDictMaxValueWriter", "Writer"]
+__all__ = ["RoundRobinWriter", "TensorDictMaxValueWriter", "TensorDictRoundRobinWriter", "Writer"]
 
 
 class Writer(abc.ABC):
@@ -30,6 +31,30 @@ class Writer(abc.ABC):
 
     #: whether :meth:`write` may drop rows (return ``-1`` slots).
     drops: bool = False
+    #: the number of elements written so far (see :attr:`~tdrl.data.ReplayBuffer.write_count`).
+    _write_count: int = 0
+
+    def __init__(self, compilable: bool = False) -> None:
+        # TorchRL's torch.compile flag: tdrl's writers keep no state compile must skip, so both
+        # values behave the same.
+        self.compilable = bool(compilable)
+        self._write_count = 0
+
+    def count(self, elements: int, *, reset: bool = False) -> None:
+        """Adds ``elements`` to the write count (``reset``: sets it to ``elements``)."""
+        self._write_count = elements if reset else self._write_count + elements
+
+    def _count_state(self) -> dict[str, Any]:
+        return {"write_count": self._write_count}
+
+    def _load_count(self, state: dict[str, Any], where: str) -> None:
+        count = state.get("write_count", 0)  # checkpoints written before write_count: 0
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise CheckpointError(
+                f"{where}: invalid write count (got {count!r}; expected an int >= 0). The "
+                "checkpoint is corrupted; dump again."
+            )
+        self._write_count = count
 
     @abc.abstractmethod
     def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
@@ -50,7 +75,7 @@ class Writer(abc.ABC):
         """The writer state as tensors and JSON values."""
 
     @abc.abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores :meth:`state_dict`; raises ``CheckpointError`` if it is invalid."""
 
     def check_fits(self, length: int, slots: int, where: str) -> None:  # noqa: B027
@@ -62,6 +87,10 @@ class Writer(abc.ABC):
 class RoundRobinWriter(Writer):
     """Writes to consecutive slots and wraps around, overwriting the oldest data (a ring buffer).
 
+    Args:
+        compilable: TorchRL's torch.compile flag; both values behave the same.
+        track_generations: TorchRL's per-slot generation stamps; only ``False`` is accepted.
+
     Examples:
         >>> from tdrl.data import LazyTensorStorage, ReplayBuffer, RoundRobinWriter
         >>> rb = ReplayBuffer(storage=LazyTensorStorage(3), writer=RoundRobinWriter())
@@ -69,7 +98,11 @@ class RoundRobinWriter(Writer):
         tensor([0, 1, 2, 0])
     """
 
-    def __init__(self) -> None:
+    def __init__(self, compilable: bool = False, *, track_generations: bool = False) -> None:
+        super().__init__(compilable)
+        refuse_unsupported(
+            f"{type(self).__name__}.__init__", track_generations=(track_generations, False)
+        )
         self._cursor = 0
 
     def write(self, storage: Storage, batch: Batch) -> torch.Tensor:
@@ -84,16 +117,17 @@ class RoundRobinWriter(Writer):
         self._cursor = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"cursor": next slot to write}``."""
-        return {"cursor": self._cursor}
+        """``{"cursor": next slot to write, "write_count": elements written}``."""
+        return {"cursor": self._cursor, **self._count_state()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        cursor = state.get("cursor")
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        cursor = state_dict.get("cursor")
         if not isinstance(cursor, int) or cursor < 0:
             raise CheckpointError(
                 f"RoundRobinWriter.load_state_dict: invalid cursor (got {cursor!r}; expected an "
                 "int >= 0). The checkpoint is corrupted; dump again."
             )
+        self._load_count(state_dict, "RoundRobinWriter.load_state_dict")
         self._cursor = cursor
 
     def check_fits(self, length: int, slots: int, where: str) -> None:
@@ -102,6 +136,23 @@ class RoundRobinWriter(Writer):
                 f"{where}: the writer cursor is outside the storage (got cursor={self._cursor}; "
                 f"expected 0 <= cursor < {slots}). The checkpoint is corrupted; dump again."
             )
+
+
+class TensorDictRoundRobinWriter(RoundRobinWriter):
+    """TorchRL's round-robin writer for TensorDict buffers: the same ring as
+    :class:`RoundRobinWriter`.
+
+    TorchRL's version also stores an ``"index"`` entry with every element; in tdrl every
+    sample of a :class:`~tdrl.data.TensorDictReplayBuffer` carries ``"index"`` already, so
+    nothing extra is stored.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer, TensorDictRoundRobinWriter
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(2), writer=TensorDictRoundRobinWriter())
+        >>> rb.extend(TensorDict({"obs": torch.arange(3)}, [3]))
+        tensor([0, 1, 0])
+    """
 
 
 _REDUCE = {
@@ -123,8 +174,9 @@ class TensorDictMaxValueWriter(Writer):
     storage.
 
     Args:
-        rank_key: the entry ranking the elements (for instance ``("next", "reward")``).
+        rank_key: the entry ranking the elements (default ``("next", "reward")``, as TorchRL).
         reduction: how to reduce extra dims of the rank: ``"sum"``, ``"mean"``, ``"max"``, ``"min"``.
+        compilable: TorchRL's torch.compile flag; both values behave the same.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -138,7 +190,12 @@ class TensorDictMaxValueWriter(Writer):
 
     drops = True
 
-    def __init__(self, *, rank_key: Any, reduction: str = "sum") -> None:
+    def __init__(
+        self, rank_key: Any = None, reduction: str = "sum", *, compilable: bool = False
+    ) -> None:
+        super().__init__(compilable)
+        if rank_key is None:
+            rank_key = ("next", "reward")
         if reduction not in _REDUCTIONS:
             raise ValueError(
                 f"TensorDictMaxValueWriter.__init__: unknown reduction (got {reduction!r}; expected one of "
@@ -153,6 +210,11 @@ class TensorDictMaxValueWriter(Writer):
             raise ValueError(
                 f"TensorDictMaxValueWriter.check_storage: unsupported storage (got ndim={storage.ndim}; expected "
                 "ndim=1). Use a one-dimensional storage."
+            )
+        if not storage.bounded:
+            raise ValueError(
+                "TensorDictMaxValueWriter.check_storage: the storage has no size limit (got "
+                "ListStorage(None); expected a max_size). Give the storage a max_size."
             )
 
     def _rank(self, data: Any, length: int) -> torch.Tensor:
@@ -207,12 +269,12 @@ class TensorDictMaxValueWriter(Writer):
         return {"class": type(self).__name__, "rank_key": key, "reduction": self.reduction}
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"ranks": rank of every slot}`` (``-inf`` for empty slots)."""
-        return {
-            "ranks": self._ranks if self._ranks is not None else torch.empty(0, dtype=torch.float64)
-        }
+        """``{"ranks": rank of every slot (-inf if empty), "write_count": elements written}``."""
+        ranks = self._ranks if self._ranks is not None else torch.empty(0, dtype=torch.float64)
+        return {"ranks": ranks, **self._count_state()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = state_dict
         ranks = state.get("ranks")
         if not isinstance(ranks, torch.Tensor) or ranks.dim() != 1 or ranks.dtype != torch.float64:
             raise CheckpointError(
@@ -220,6 +282,7 @@ class TensorDictMaxValueWriter(Writer):
                 f"{type(ranks).__name__}; expected a 1-D float64 tensor). The checkpoint is "
                 "corrupted; dump again."
             )
+        self._load_count(state, "TensorDictMaxValueWriter.load_state_dict")
         self._ranks = ranks.clone() if ranks.numel() else None
 
     def check_fits(self, length: int, slots: int, where: str) -> None:
