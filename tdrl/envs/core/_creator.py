@@ -104,6 +104,11 @@ class EnvCreator:
     Args:
         create_env_fn: a callable returning an :class:`EnvBase`.
         create_env_kwargs: keyword arguments given to ``create_env_fn`` at each call.
+        share_memory: accepted for TorchRL compatibility. TorchRL moves the state of the env it
+            builds to shared memory so that processes share it; tdrl builds independent envs in
+            each process (a transform's running statistics are not shared), whatever the value.
+        **kwargs: more keyword arguments for ``create_env_fn`` (``create_env_kwargs`` wins on
+            a clash, as in TorchRL).
 
     Examples:
         >>> from tdrl.testing import CountingEnv
@@ -121,7 +126,12 @@ class EnvCreator:
         self,
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: Mapping[str, Any] | None = None,
+        share_memory: bool = True,
+        **kwargs: Any,
     ) -> None:
+        if kwargs:
+            create_env_kwargs = {**kwargs, **(create_env_kwargs or {})}
+        self.share_memory = bool(share_memory)
         if not callable(create_env_fn):
             raise TypeError(
                 "EnvCreator.__init__: create_env_fn is not callable "

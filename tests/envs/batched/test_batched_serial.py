@@ -251,3 +251,10 @@ def test_env_creator_rejects_non_envs():
         EnvCreator(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="returned a int"):
         EnvCreator(lambda: 3)()
+
+
+def test_env_creator_takes_torchrl_kwargs():
+    creator = EnvCreator(CountingEnv, {"max_steps": 3}, True, batch_size=(2,), max_steps=9)
+    env = creator()
+    assert env.batch_size == (2,) and env.max_steps == 3  # create_env_kwargs wins
+    assert EnvCreator(CountingEnv, share_memory=False)().max_steps == 5
