@@ -8,13 +8,13 @@ replay-buffer sample) and inside :class:`Compose`.
 - Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum`, :class:`InitTracker`,
   :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
 - Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
-  :class:`RewardClipping`, :class:`ClipObservation`.
-- Types and devices: :class:`DTypeCast`, :class:`DoubleToFloat`, :class:`DeviceCast`.
+  :class:`RewardClipping`, :class:`ClipTransform`.
+- Types and devices: :class:`DTypeCastTransform`, :class:`DoubleToFloat`, :class:`DeviceCastTransform`.
 - Keys and shapes: :class:`CatTensors`, :class:`RenameTransform`,
   :class:`ExcludeTransform`, :class:`SelectTransform`, :class:`UnsqueezeTransform`, :class:`FlattenObservation`.
 - Frames and images: :class:`CatFrames`, :class:`ToTensorImage`, :class:`Resize`,
   :class:`GrayScale`.
-- Env control: :class:`FrameSkip`, :class:`NoopReset`.
+- Env control: :class:`FrameSkipTransform`, :class:`NoopResetEnv`.
 
 Examples:
     >>> from tdrl.envs.transforms import Compose, RewardSum, StepCounter, TransformedEnv
@@ -26,10 +26,10 @@ Examples:
 
 from tdrl.envs.transforms._action_mask import ActionMask
 from tdrl.envs.transforms._base import Transform
-from tdrl.envs.transforms._casts import DeviceCast, DoubleToFloat, DTypeCast
+from tdrl.envs.transforms._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
 from tdrl.envs.transforms._cat_frames import CatFrames
 from tdrl.envs.transforms._compose import Compose
-from tdrl.envs.transforms._control import FrameSkip, NoopReset
+from tdrl.envs.transforms._control import FrameSkipTransform, NoopResetEnv
 from tdrl.envs.transforms._env import TransformedEnv
 from tdrl.envs.transforms._episode import InitTracker, RewardSum
 from tdrl.envs.transforms._images import GrayScale, Resize, ToTensorImage
@@ -43,24 +43,24 @@ from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._primer import TensorDictPrimer
 from tdrl.envs.transforms._shapes import FlattenObservation, UnsqueezeTransform
 from tdrl.envs.transforms._step_counter import StepCounter
-from tdrl.envs.transforms._value_maps import ClipObservation, RewardClipping, RewardScaling
+from tdrl.envs.transforms._value_maps import ClipTransform, RewardClipping, RewardScaling
 from tdrl.envs.transforms._vec_norm import VecNorm
 
 __all__ = [
     "ActionMask",
     "CatFrames",
     "CatTensors",
-    "ClipObservation",
+    "ClipTransform",
     "Compose",
-    "DTypeCast",
-    "DeviceCast",
+    "DTypeCastTransform",
+    "DeviceCastTransform",
     "DoubleToFloat",
     "ExcludeTransform",
     "FlattenObservation",
-    "FrameSkip",
+    "FrameSkipTransform",
     "GrayScale",
     "InitTracker",
-    "NoopReset",
+    "NoopResetEnv",
     "ObservationNorm",
     "RenameTransform",
     "Resize",

@@ -1,4 +1,4 @@
-"""Casts: DTypeCast, DoubleToFloat and DeviceCast."""
+"""Casts: DTypeCastTransform, DoubleToFloat and DeviceCastTransform."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg
 from tdrl.specs import Composite, TensorSpec
 
-__all__ = ["DTypeCast", "DeviceCast", "DoubleToFloat"]
+__all__ = ["DTypeCastTransform", "DeviceCastTransform", "DoubleToFloat"]
 
 
 def _keys_of_dtype(dtype: torch.dtype, *specs: Composite) -> list[NestedKey]:
@@ -23,7 +23,7 @@ def _keys_of_dtype(dtype: torch.dtype, *specs: Composite) -> list[NestedKey]:
     return out
 
 
-class DTypeCast(Transform):
+class DTypeCastTransform(Transform):
     """Casts entries from ``dtype_in`` to ``dtype_out``; actions go back to ``dtype_in``.
 
     ``in_keys`` (observations, rewards) are cast to ``dtype_out``; ``in_keys_inv`` (actions,
@@ -43,7 +43,7 @@ class DTypeCast(Transform):
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
-        >>> env = TransformedEnv(TransformTestEnv(), DTypeCast(torch.float64, torch.float16))
+        >>> env = TransformedEnv(TransformTestEnv(), DTypeCastTransform(torch.float64, torch.float16))
         >>> env.full_observation_spec["obs64"].dtype, env.full_action_spec["force"].dtype
         (torch.float16, torch.float16)
         >>> env.rand_step()["next", "obs64"].dtype
@@ -108,8 +108,8 @@ class DTypeCast(Transform):
         return f"dtype_in={self.dtype_in}, dtype_out={self.dtype_out}, {super().extra_repr()}"
 
 
-class DoubleToFloat(DTypeCast):
-    """``DTypeCast(torch.float64, torch.float32)``: float64 envs seen as float32.
+class DoubleToFloat(DTypeCastTransform):
+    """``DTypeCastTransform(torch.float64, torch.float32)``: float64 envs seen as float32.
 
     Args:
         in_keys: entries to cast (``None``: every float64 observation and reward).
@@ -136,7 +136,7 @@ class DoubleToFloat(DTypeCast):
         super().__init__(torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv)
 
 
-class DeviceCast(Transform):
+class DeviceCastTransform(Transform):
     """Moves the env's data (and specs) to ``device``; actions go back to the env's device.
 
     Place it first (right after the env) so that every later transform works on ``device``;
@@ -144,22 +144,46 @@ class DeviceCast(Transform):
 
     Args:
         device: where the data should live.
+        orig_device: the device of the env below, where actions go back (default: that env's
+            device, read when the transform is attached; CPU for an env without one).
+        in_keys: must stay ``None`` (the whole data moves); TorchRL's per-key casting is not
+            supported, as are ``out_keys``, ``in_keys_inv`` and ``out_keys_inv``.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import CountingEnv
-        >>> env = TransformedEnv(CountingEnv(), DeviceCast("cpu"))
+        >>> env = TransformedEnv(CountingEnv(), DeviceCastTransform("cpu"))
         >>> env.device, env.rand_step()["next", "observation"].device
         (device(type='cpu'), device(type='cpu'))
     """
 
-    def __init__(self, device: torch.device | str) -> None:
+    def __init__(
+        self,
+        device: torch.device | str,
+        orig_device: torch.device | str | None = None,
+        *,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
+    ) -> None:
+        given = {"in_keys": in_keys, "out_keys": out_keys}
+        given.update(in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        for name, keys in given.items():
+            if keys is not None:
+                raise NotImplementedError(
+                    f"DeviceCastTransform.__init__: per-key device casts are not supported (got "
+                    f"{name}={keys!r}; expected None: the whole data moves). Drop {name}, or "
+                    "move single entries with a custom Transform."
+                )
         super().__init__()
         self.device_out = torch.device(device)
-        self._device_in = torch.device("cpu")
+        self.orig_device = None if orig_device is None else torch.device(orig_device)
+        self._device_in = self.orig_device or torch.device("cpu")
 
     def _bind(self, parent: EnvBase) -> None:
-        self._device_in = parent.device if parent.device is not None else torch.device("cpu")
+        if self.orig_device is None:
+            self._device_in = parent.device if parent.device is not None else torch.device("cpu")
 
     def _call(self, tensordict: TensorDictBase) -> TensorDictBase:
         return tensordict.to(self.device_out)

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.utils import NestedKey
+from tensordict.utils import NestedKey, unravel_key
 
+from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
-from tdrl.envs.transforms._utils import KeysArg, broadcast_mask, key_prefix
+from tdrl.envs.transforms._utils import (
+    KeyNotFoundError,
+    KeysArg,
+    broadcast_mask,
+    key_prefix,
+    show_keys,
+)
 from tdrl.specs import Bounded, TensorSpec, Unbounded
 
 __all__ = ["CatFrames"]
@@ -31,10 +38,17 @@ class CatFrames(Transform):
     Args:
         N: number of frames.
         dim: the (negative) dim to concatenate along, e.g. ``-3`` for ``[C, H, W]`` images.
-        in_keys: entries to stack.
+        in_keys: entries to stack (``None``: ``"pixels"``).
         out_keys: where the stacks go (default: in place).
         padding: ``"same"`` or ``"constant"``.
         padding_value: the value of ``"constant"`` padding.
+        as_inverse: must stay ``False`` (stacking on the inverse side is not supported).
+        reset_key: the ``_reset`` key that restarts every stack (default: per entry, the done
+            group that owns it).
+        done_key: outside an env, episodes start after ``("next", done_key)`` is true
+            (default: the ``"done"`` leaves of the entry's group and the groups above it).
+        future: must stay ``False`` (windows of upcoming frames are not supported).
+        mask_key: must stay ``None`` (no padding mask is written).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -48,13 +62,27 @@ class CatFrames(Transform):
         self,
         N: int,
         dim: int,
-        in_keys: KeysArg = "pixels",
+        in_keys: KeysArg = None,
         out_keys: KeysArg = None,
-        *,
         padding: str = "same",
-        padding_value: float = 0.0,
+        padding_value: float = 0,
+        as_inverse: bool = False,
+        reset_key: NestedKey | None = None,
+        done_key: NestedKey | None = None,
+        future: bool = False,
+        mask_key: NestedKey | None = None,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        for name, value, default in (
+            ("as_inverse", as_inverse, False),
+            ("future", future, False),
+            ("mask_key", mask_key, None),
+        ):
+            if value is not default and value != default:
+                raise NotImplementedError(
+                    f"CatFrames.__init__: {name} is not supported (got {name}={value!r}; "
+                    f"expected {default!r}). Drop {name}: tdrl stacks past frames, forward only."
+                )
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
         if N < 1 or dim >= 0 or padding not in ("same", "constant"):
             raise ValueError(
                 f"CatFrames.__init__: bad arguments (got N={N}, dim={dim}, padding={padding!r}; "
@@ -64,7 +92,16 @@ class CatFrames(Transform):
         self.dim = dim
         self.padding = padding
         self.padding_value = float(padding_value)
+        self.reset_key = None if reset_key is None else unravel_key(reset_key)
+        self.done_key = None if done_key is None else unravel_key(done_key)
         self._frames: dict[int, torch.Tensor] = {}
+
+    def _bind(self, parent: EnvBase) -> None:
+        if self.reset_key is not None and self.reset_key not in parent.reset_keys:
+            raise KeyNotFoundError(
+                f"CatFrames: reset_key {self.reset_key!r} is not a reset key of the env "
+                f"(available keys: {show_keys(parent.reset_keys)}). Pass one of them or None."
+            )
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         shape = torch.cat([torch.empty(spec.shape, device="meta")] * self.N, self.dim).shape
@@ -93,7 +130,7 @@ class CatFrames(Transform):
             if frame is None:
                 raise self._missing_key(in_key, tensordict_out, "_reset")
             first = self._first_stack(frame)
-            mask = self._reset_mask(tensordict_in, in_key, first)
+            mask = self._reset_mask(tensordict_in, in_key, first, reset_key=self.reset_key)
             prev = tensordict_in.get(out_key, None) if tensordict_in is not None else None
             if prev is None or prev.shape != first.shape:
                 prev = self._frames.get(i)
@@ -169,8 +206,15 @@ class CatFrames(Transform):
     ) -> torch.Tensor:
         prefix = key_prefix(key)
         starts: torch.Tensor | None = None
-        for depth in range(len(prefix) + 1):
-            done = tensordict.get(("next", *prefix[:depth], "done"), None)
+        if self.done_key is not None:
+            names = self.done_key if isinstance(self.done_key, tuple) else (self.done_key,)
+            candidates = [("next", *names)]
+            if tensordict.get(candidates[0], None) is None:
+                raise self._missing_key(candidates[0], tensordict, "forward")
+        else:
+            candidates = [("next", *prefix[:d], "done") for d in range(len(prefix) + 1)]
+        for done_key in candidates:
+            done = tensordict.get(done_key, None)
             if done is None:
                 continue
             first = torch.ones_like(done.narrow(t_dim, 0, 1))

@@ -87,6 +87,7 @@ def check_transform_output(
     after: Specs,
     kinds: tuple[str, ...],
     written: list[NestedKey],
+    lead: tuple[int, ...] = (),
 ) -> None:
     """Compares the entries a transform changed in its specs with the data it produced.
 
@@ -98,6 +99,7 @@ def check_transform_output(
         after: the specs once the transform's spec hooks ran.
         kinds: which spec kinds the data must follow (e.g. observation and done on reset).
         written: the transform's ``out_keys`` (checked even when their spec leaf is unchanged).
+        lead: extra leading dims of the data (a batch-unlocked env given batched data).
 
     Raises:
         SpecError: a declared entry is missing or has another shape/dtype, an entry the spec
@@ -117,11 +119,12 @@ def check_transform_output(
                 "declares."
             )
         if isinstance(value, torch.Tensor) and not isinstance(spec, NonTensor):
-            if value.shape != spec.shape or value.dtype != spec.dtype:
+            shape = (*lead, *spec.shape)
+            if tuple(value.shape) != shape or value.dtype != spec.dtype:
                 raise SpecError(
                     f"{name}: the data of {key!r} disagrees with the transform's spec (got shape "
                     f"{tuple(value.shape)} and dtype {value.dtype}; expected shape "
-                    f"{tuple(spec.shape)} and dtype {spec.dtype}; available keys: "
+                    f"{shape} and dtype {spec.dtype}; available keys: "
                     f"{show_keys(data)}). Make the spec hook mirror the data hook."
                 )
     for key in old.keys() - new.keys():

@@ -1,4 +1,4 @@
-"""Transforms that drive the env below: FrameSkip and NoopReset."""
+"""Transforms that drive the env below: FrameSkipTransform and NoopResetEnv."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from tensordict import TensorDictBase
 
 from tdrl.envs.transforms._base import Transform
 
-__all__ = ["FrameSkip", "NoopReset"]
+__all__ = ["FrameSkipTransform", "NoopResetEnv"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
 
-class FrameSkip(Transform):
+class FrameSkipTransform(Transform):
     """Repeats each action ``frame_skip`` times and sums the rewards.
 
     The env below (the base env and the transforms placed before this one) steps up to
@@ -29,7 +29,7 @@ class FrameSkip(Transform):
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import CountingEnv
-        >>> env = TransformedEnv(CountingEnv(max_steps=7), FrameSkip(3))
+        >>> env = TransformedEnv(CountingEnv(max_steps=7), FrameSkipTransform(3))
         >>> td = env.rollout(5)
         >>> td["next", "observation"].flatten().tolist(), td["next", "reward"].flatten().tolist()
         ([3.0, 6.0, 7.0], [3.0, 3.0, 1.0])
@@ -38,7 +38,7 @@ class FrameSkip(Transform):
     def __init__(self, frame_skip: int = 1) -> None:
         if frame_skip < 1:
             raise ValueError(
-                f"FrameSkip.__init__: frame_skip must be >= 1 (got {frame_skip}). Pass a "
+                f"FrameSkipTransform.__init__: frame_skip must be >= 1 (got {frame_skip}). Pass a "
                 "positive number of repeats."
             )
         super().__init__()
@@ -68,7 +68,7 @@ class FrameSkip(Transform):
         return f"frame_skip={self.frame_skip}"
 
 
-class NoopReset(Transform):
+class NoopResetEnv(Transform):
     """After a full reset, plays a few steps (1 to ``noops``) before handing over the env.
 
     Used to randomise start states (Atari). The steps run on the env below with ``policy``
@@ -84,7 +84,7 @@ class NoopReset(Transform):
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import CountingEnv
-        >>> env = TransformedEnv(CountingEnv(max_steps=50), NoopReset(noops=4, random=False))
+        >>> env = TransformedEnv(CountingEnv(max_steps=50), NoopResetEnv(noops=4, random=False))
         >>> env.reset()["observation"].item()
         4.0
     """
@@ -92,7 +92,7 @@ class NoopReset(Transform):
     def __init__(self, noops: int = 30, random: bool = True, policy: Policy | None = None):
         if noops < 1:
             raise ValueError(
-                f"NoopReset.__init__: noops must be >= 1 (got {noops}). Pass a positive count."
+                f"NoopResetEnv.__init__: noops must be >= 1 (got {noops}). Pass a positive count."
             )
         super().__init__()
         self.noops = int(noops)
@@ -107,8 +107,8 @@ class NoopReset(Transform):
             masks = parent._reset_plan.masks(tensordict_in)
             if masks is not None and not all(m is not None and bool(m.all()) for m in masks):
                 raise RuntimeError(
-                    "NoopReset._reset: partial resets are not supported (got _reset entries that "
-                    "are not all true; expected a full reset). Use NoopReset on each sub-env of "
+                    "NoopResetEnv._reset: partial resets are not supported (got _reset entries that "
+                    "are not all true; expected a full reset). Use NoopResetEnv on each sub-env of "
                     "a batched env, or reset every member."
                 )
         count = self.noops

@@ -88,6 +88,11 @@ class TransformedEnv(EnvBase):
         self._transform = transform
         self._rebuild()
 
+    @property
+    def batch_locked(self) -> bool:  # type: ignore[override]
+        """The base env's: a batch-unlocked base env makes the TransformedEnv take any batch."""
+        return self.base_env.batch_locked
+
     # ------------------------------------------------------------------ transforms
     @property
     def transform(self) -> Compose:
@@ -233,12 +238,19 @@ class TransformedEnv(EnvBase):
         )
 
     # ------------------------------------------------------------------ running
-    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+    def reset(
+        self,
+        tensordict: TensorDictBase | None = None,
+        *,
+        set_state: bool | None = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
         """Resets the base env, then runs every transform's ``_reset`` (see ``EnvBase.reset``).
 
         The output is already the merged data of every member: the base env merged its own
         entries and each transform kept the rows that do not reset, so only the input's other
         entries (policy outputs, ...) are added to it. The base env checks its done leaves.
+        ``set_state`` and other keyword arguments are those of ``EnvBase.reset``.
 
         Examples:
             >>> import torch
@@ -250,10 +262,20 @@ class TransformedEnv(EnvBase):
             >>> env.reset(td)["step_count"].flatten().tolist()
             [0, 1]
         """
+        if kwargs or set_state:
+            raise ValueError(
+                f"TransformedEnv.reset: unsupported arguments (got "
+                f"{sorted(kwargs) + (['set_state=True'] if set_state else [])}; expected "
+                "tensordict and set_state=None/False). Put reset inputs in the tensordict."
+            )
+        if set_state is False and tensordict is not None:
+            tensordict = tensordict.select(*self.reset_keys, "_reset", strict=False)
         n = len(self._flat)
         masks = self._reset_masks(tensordict) if tensordict is not None else None
         if masks is None:
-            out = self._run_reset(None, n)
+            # A full reset hands the input to the base env, as EnvBase.reset does (TorchRL:
+            # parameters, e.g. batched for a batch-unlocked env); the transforms reset fully.
+            out = self._run_reset(None, n, given=tensordict)
             return self._carry_inputs(tensordict, out) if tensordict is not None else out
         out = self._run_reset(tensordict, n)
         return tensordict.exclude("next", *self._reset_entries).update(out)  # type: ignore[union-attr]
@@ -264,10 +286,15 @@ class TransformedEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         return self._run_step(tensordict, len(self._flat))
 
-    def _run_reset(self, tensordict: TensorDictBase | None, n: int) -> TensorDictBase:
+    def _run_reset(
+        self, tensordict: TensorDictBase | None, n: int, given: TensorDictBase | None = None
+    ) -> TensorDictBase:
         sub = None
         if tensordict is not None:
             sub = tensordict.select(*self._reset_input_keys(n), strict=False)
+        elif given is not None:
+            sub = given.exclude("next")
+        if sub is not None:
             base_device = self.base_env.device
             if self.device != base_device:
                 sub = sub.to(base_device if base_device is not None else "cpu")
@@ -342,7 +369,12 @@ class TransformedEnv(EnvBase):
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"{name}: expected a TensorDict back (got {type(data).__name__}).")
         stages = self._stages
-        check_transform_output(name, data, before, stages[i], stages[i + 1], kinds, t.out_keys)
+        lead: tuple[int, ...] = ()
+        if not self.batch_locked:  # batched data through a batch-unlocked env
+            lead = tuple(data.batch_size[: data.batch_dims - len(self.batch_size)])
+        check_transform_output(
+            name, data, before, stages[i], stages[i + 1], kinds, t.out_keys, lead
+        )
 
     # ------------------------------------------------------------------ misc API
     def _set_seed(self, seed: int | None) -> int | None:
@@ -376,9 +408,9 @@ class TransformedEnv(EnvBase):
         Examples:
             >>> from tdrl.envs.transforms import VecNorm
             >>> from tdrl.testing import CountingEnv
-            >>> a = TransformedEnv(CountingEnv(), VecNorm(out_keys="n", decay=1.0))
+            >>> a = TransformedEnv(CountingEnv(), VecNorm("observation", "n", decay=1.0))
             >>> _ = a.rollout(3)
-            >>> b = TransformedEnv(CountingEnv(), VecNorm(out_keys="n", decay=1.0))
+            >>> b = TransformedEnv(CountingEnv(), VecNorm("observation", "n", decay=1.0))
             >>> _ = b.load_state_dict(a.state_dict())
             >>> b.transform[0].count_0.tolist()
             [4.0]

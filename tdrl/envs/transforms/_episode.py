@@ -26,6 +26,10 @@ class RewardSum(Transform):
     Args:
         in_keys: reward keys (default: every reward key of the env).
         out_keys: where the sums go (default: ``episode_<name>`` next to each reward).
+        reset_keys: the ``_reset`` key that restarts each sum, one per reward key (one key is
+            used for all); default: the ``_reset`` key of the reward's done group.
+        reward_spec: must stay ``False`` (keyword-only): the sums are observations, read back
+            from the root at each step; declaring them as rewards is not supported.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -35,8 +39,22 @@ class RewardSum(Transform):
         [1.0, 2.0, 3.0]
     """
 
-    def __init__(self, in_keys: KeysArg = None, out_keys: KeysArg = None) -> None:
+    def __init__(
+        self,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        reset_keys: KeysArg = None,
+        *,
+        reward_spec: bool = False,
+    ) -> None:
+        if reward_spec:
+            raise NotImplementedError(
+                f"RewardSum.__init__: sums declared as rewards are not supported (got "
+                f"reward_spec={reward_spec!r}; expected False: they are observations). Drop "
+                "reward_spec; read the sums from the observations."
+            )
         super().__init__()
+        self.reset_keys = None if reset_keys is None else key_list(reset_keys)
         self._auto_in = in_keys is None
         self._auto_out = out_keys is None
         self.in_keys = key_list(in_keys)
@@ -53,6 +71,18 @@ class RewardSum(Transform):
             self.in_keys = list(parent.reward_keys)
         if self._auto_out:
             self.out_keys = [_episode_key(k) for k in self.in_keys]
+        if self.reset_keys is not None and len(self.reset_keys) not in (1, len(self.in_keys)):
+            raise ValueError(
+                f"RewardSum.reset_keys: one _reset key per reward key is needed (got reset_keys="
+                f"{self.reset_keys} for in_keys={self.in_keys}). Pass one key, or one per reward."
+            )
+        groups = [g.reset for g in parent.done_groups]
+        for key in self.reset_keys or ():
+            if key not in groups:
+                raise KeyNotFoundError(
+                    f"RewardSum.reset_keys: {key!r} is not a _reset key of the env (got "
+                    f"reset_keys={self.reset_keys}; available: {groups}). Pass the env's keys."
+                )
         rewards = parent.full_reward_spec
         self._zeros = [
             (rewards[k].shape, rewards[k].dtype)
@@ -83,12 +113,18 @@ class RewardSum(Transform):
     def transform_reward_spec(self, reward_spec: Composite) -> Composite:
         return reward_spec
 
+    def _reset_key(self, i: int) -> NestedKey | None:
+        if self.reset_keys is None:
+            return None
+        return self.reset_keys[0 if len(self.reset_keys) == 1 else i]
+
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
     ) -> TensorDictBase:
-        for out_key, (shape, dtype) in zip(self.out_keys, self._zeros):
+        for i, (out_key, (shape, dtype)) in enumerate(zip(self.out_keys, self._zeros)):
             zeros = torch.zeros(shape, dtype=dtype, device=tensordict_out.device)
-            tensordict_out.set(out_key, self._where_reset(tensordict_in, out_key, zeros))
+            new = self._where_reset(tensordict_in, out_key, zeros, reset_key=self._reset_key(i))
+            tensordict_out.set(out_key, new)
         return tensordict_out
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:

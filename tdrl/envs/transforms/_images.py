@@ -36,9 +36,13 @@ class ToTensorImage(Transform):
     """``[..., H, W, C]`` images to ``[..., C, H, W]`` floats; integer pixels are divided by 255.
 
     Args:
-        in_keys: image entries.
+        from_int: divide by 255 (``None``: only when the input is not floating point; ``True``:
+            always; ``False``: never).
+        unsqueeze: add a leading dim of size 1 to images with exactly 3 dims (unbatched).
+        dtype: the float dtype of the result (``None``: ``torch.get_default_dtype()``).
+        in_keys: image entries (keyword-only; ``None``: ``"pixels"``).
         out_keys: where the results go (default: in place).
-        dtype: the float dtype of the result.
+        shape_tolerant: leave images whose last dim is not 3 unpermuted (already channel-first).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -51,25 +55,52 @@ class ToTensorImage(Transform):
 
     def __init__(
         self,
-        in_keys: KeysArg = "pixels",
-        out_keys: KeysArg = None,
+        from_int: bool | None = None,
+        unsqueeze: bool = False,
+        dtype: torch.dtype | None = None,
         *,
-        dtype: torch.dtype = torch.float32,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        shape_tolerant: bool = False,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
-        self.dtype = dtype
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
+        self.from_int = from_int
+        self.unsqueeze = bool(unsqueeze)
+        self.dtype = dtype if dtype is not None else torch.get_default_dtype()
+        self.shape_tolerant = bool(shape_tolerant)
+
+    def _permutes(self, shape: torch.Size) -> bool:
+        return not self.shape_tolerant or (len(shape) > 0 and shape[-1] == 3)
+
+    def _scales(self, dtype: torch.dtype | None) -> bool:
+        if self.from_int is None:
+            return dtype is not None and not dtype.is_floating_point
+        return self.from_int
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         _check_image("ToTensorImage._apply_transform", value, want="[..., H, W, C]")
-        out = value.movedim(-1, -3).to(self.dtype)
-        if not value.dtype.is_floating_point:
+        out = value.movedim(-1, -3) if self._permutes(value.shape) else value
+        out = out.to(self.dtype)
+        if self._scales(value.dtype):
             out = out / 255.0
+        if self.unsqueeze and value.ndim == 3:
+            out = out.unsqueeze(0)
         return out
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
-        shape = torch.empty(spec.shape, device="meta").movedim(-1, -3).shape
-        if spec.dtype is not None and not spec.dtype.is_floating_point:
-            return Bounded(0.0, 1.0, shape=shape, device=spec.device, dtype=self.dtype)
+        shape = spec.shape
+        if self._permutes(shape):
+            shape = torch.empty(shape, device="meta").movedim(-1, -3).shape
+        if self.unsqueeze and len(spec.shape) == 3:
+            shape = torch.Size((1, *shape))
+        if self._scales(spec.dtype):
+            if isinstance(spec, Bounded):
+                low, high = spec.low.min() / 255.0, spec.high.max() / 255.0
+            elif spec.dtype is not None and not spec.dtype.is_floating_point:
+                low, high = torch.tensor(0.0), torch.tensor(1.0)  # 8-bit pixels
+            else:
+                return Unbounded(shape, spec.device, dtype=self.dtype)
+            return Bounded(low, high, shape=shape, device=spec.device, dtype=self.dtype)
         return _same_bounds(spec, shape, self.dtype)
 
 
@@ -135,7 +166,7 @@ class GrayScale(Transform):
     """RGB ``[..., 3, H, W]`` images to luminance ``[..., 1, H, W]`` (ITU-R 601 weights).
 
     Args:
-        in_keys: image entries.
+        in_keys: image entries (``None``: ``"pixels"``).
         out_keys: where the results go (default: in place).
 
     Examples:
@@ -149,8 +180,8 @@ class GrayScale(Transform):
 
     weights: torch.Tensor
 
-    def __init__(self, in_keys: KeysArg = "pixels", out_keys: KeysArg = None) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+    def __init__(self, in_keys: KeysArg = None, out_keys: KeysArg = None) -> None:
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
         self.register_buffer("weights", torch.tensor([0.299, 0.587, 0.114]), persistent=False)
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:

@@ -97,7 +97,7 @@ class CatTensors(Transform):
             raise TypeError(
                 f"CatTensors.transform_observation_spec: the entries have different dtypes (got "
                 f"{dict(zip(map(str, self.in_keys), map(str, (x.dtype for x in leaves))))}; "
-                "expected one dtype). Cast them first (DTypeCast)."
+                "expected one dtype). Cast them first (DTypeCastTransform)."
             )
         shape = torch.cat([torch.empty(leaf.shape, device="meta") for leaf in leaves], self.dim)
         dtype, device = leaves[0].dtype, leaves[0].device
@@ -217,12 +217,13 @@ class RenameTransform(Transform):
 
 
 class ExcludeTransform(Transform):
-    """Removes observation entries from the data and the specs.
+    """Removes observation, reward and ``truncated`` entries from the data and the specs.
 
-    Done leaves, rewards, actions and state entries cannot be removed (the env and the
-    transforms need them). Outside an env (:meth:`forward`) the keys are dropped as given
-    from the tensordict (``("next", k)`` names an entry of ``"next"``); absent keys are
-    ignored.
+    As in TorchRL, any output of the env may go except what defines it: each done group's
+    ``done`` and ``terminated`` leaves, actions and state entries are refused (the env and the
+    transforms need them), as is a key the env does not have. Outside an env
+    (:meth:`forward`) the keys are dropped as given from the tensordict (``("next", k)`` names
+    an entry of ``"next"``); absent keys are ignored.
 
     Args:
         *excluded_keys: the entries to remove.
@@ -251,17 +252,27 @@ class ExcludeTransform(Transform):
         return list(self.in_keys)
 
     def _bind(self, parent: EnvBase) -> None:
-        protected = _protected(parent)
+        groups = parent.done_groups
+        required = {*(g.done for g in groups), *(g.terminated for g in groups)}
+        protected = required | {*parent.action_keys, *parent.state_keys}
+        outputs = {*parent.observation_keys, *parent.reward_keys, *parent.done_keys}
         for key in self._drop():
             if key in protected:
                 raise ValueError(
-                    f"{type(self).__name__}: {key!r} is a done, reward, action or state entry "
-                    f"(got it among the keys to drop; expected observations only: "
-                    f"{show_keys(parent.observation_keys)}). Keep it."
+                    f"{type(self).__name__}: {key!r} is a done/terminated, action or state "
+                    f"entry (got it among the keys to drop; expected observations, rewards or "
+                    f"truncated leaves: {show_keys(sorted(outputs - protected, key=str))}). "
+                    "Keep it."
                 )
 
     def _call(self, tensordict: TensorDictBase) -> TensorDictBase:
         return tensordict.exclude(*self._drop())
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        return reward_spec.exclude(*self._drop())
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        return done_spec.exclude(*self._drop())
 
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase

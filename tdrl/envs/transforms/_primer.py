@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,12 +35,19 @@ class TensorDictPrimer(Transform):
 
     Args:
         primers: a Composite or a dict ``key -> TensorSpec`` (more entries as ``**kwargs``).
-        default_value: the reset value: a number, ``"random"`` (drawn from the spec), a callable
-            ``spec -> tensor`` (called with the batched spec), or a dict ``key -> one of those``.
-        expand_specs: the specs are unbatched: expand them to the env's batch size. Without it
-            every spec must start with the batch size.
+        random: draw the reset values from the specs (``spec.rand()``) instead of using
+            ``default_value`` (the two cannot be combined).
+        default_value: the reset value (``None``: 0.0): a number, ``"random"``, a callable (as in
+            TorchRL, called with no argument, or with the batched spec when it takes one) that
+            returns a tensor fitting the spec, or a dict ``key -> one of those``.
         reset_key: the ``_reset`` key that resets every entry (default: per entry, the group
             that owns the key).
+        expand_specs: the specs are unbatched: expand them to the env's batch size. Without it
+            (``None`` or ``False``) every spec must start with the batch size.
+        single_default_value: must stay ``False``: one callable building every primer at once
+            is not supported (pass a dict of callables).
+        call_before_env_reset: must stay ``False``: the primers are written after the env
+            below resets, never handed to its reset.
         **kwargs: more primers, ``name=spec``.
 
     Examples:
@@ -61,13 +69,34 @@ class TensorDictPrimer(Transform):
     def __init__(
         self,
         primers: Composite | Mapping[str, Any] | None = None,
-        *,
-        default_value: Default | Mapping[NestedKey, Default] = 0.0,
-        expand_specs: bool = False,
+        random: bool | None = None,
+        default_value: Default | Mapping[NestedKey, Default] | None = None,
         reset_key: NestedKey | None = None,
+        expand_specs: bool | None = None,
+        single_default_value: bool = False,
+        call_before_env_reset: bool = False,
         **kwargs: TensorSpec,
     ) -> None:
+        for name, flag in (
+            ("single_default_value", single_default_value),
+            ("call_before_env_reset", call_before_env_reset),
+        ):
+            if flag:
+                raise NotImplementedError(
+                    f"TensorDictPrimer.__init__: {name} is not supported (got {name}={flag!r}; "
+                    f"expected False). Drop {name}; pass default_value as a dict of callables."
+                )
+        if random and default_value is not None:
+            raise ValueError(
+                f"TensorDictPrimer.__init__: random and default_value exclude each other (got "
+                f"random=True, default_value={default_value!r}; expected one of them). Drop one."
+            )
+        if random:
+            default_value = "random"
+        elif default_value is None:
+            default_value = 0.0
         super().__init__()
+        self.random = bool(random)
         items: list[tuple[Any, Any]] = []
         if isinstance(primers, Composite):
             items += list(primers.items(True, True))
@@ -91,11 +120,17 @@ class TensorDictPrimer(Transform):
                     f"{sorted(map(str, unknown))}; available keys: {show_keys(self.primers)})."
                     " Fix the keys of default_value."
                 )
+            missing = set(self.primers) - set(self._defaults)
+            if missing:
+                raise ValueError(
+                    f"TensorDictPrimer.__init__: default_value misses primers (got no value for "
+                    f"{sorted(map(str, missing))}; expected one per primer, as in TorchRL). Add them."
+                )
         else:
             self._defaults = {k: default_value for k in self.primers}
         for key, value in self._defaults.items():
             _check_default(key, value)
-        self.expand_specs = expand_specs
+        self.expand_specs = bool(expand_specs)
         self.reset_key = unravel_key(reset_key) if reset_key is not None else None
         self.out_keys = list(self.primers)
         self._specs: dict[NestedKey, TensorSpec] = {}
@@ -140,7 +175,8 @@ class TensorDictPrimer(Transform):
         if isinstance(value, str):
             out = spec.rand()
         elif callable(value):
-            out = torch.as_tensor(value(spec), device=spec.device).to(spec.dtype)
+            made = value() if _takes_no_argument(value) else value(spec)  # type: ignore[call-arg]
+            out = torch.as_tensor(made, device=spec.device).to(spec.dtype)
             if out.shape != spec.shape:
                 try:
                     out = out.expand(spec.shape).clone()
@@ -209,3 +245,13 @@ def _check_default(key: NestedKey, value: Any) -> None:
             f"TensorDictPrimer.__init__: default_value for {key!r} is not supported (got "
             f"{value!r}; expected a number, 'random', or a callable spec -> tensor). Fix it."
         )
+
+
+def _takes_no_argument(func: Callable[..., Any]) -> bool:
+    """TorchRL calls a default_value callable with no argument; tdrl's may take the spec."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    required = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return not any(p.kind in required and p.default is inspect.Parameter.empty for p in params)

@@ -98,8 +98,10 @@ class FlattenObservation(Transform):
     Args:
         first_dim: first dim to merge, counted from the end.
         last_dim: last dim to merge, counted from the end.
-        in_keys: entries to change.
+        in_keys: entries to change (``None``: ``"pixels"``, as in TorchRL).
         out_keys: where the results go (default: in place).
+        allow_positive_dim: TorchRL's positive dims; only ``False`` is supported (a positive
+            dim would move the batch dims).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -113,10 +115,16 @@ class FlattenObservation(Transform):
         self,
         first_dim: int,
         last_dim: int,
-        in_keys: KeysArg = "observation",
+        in_keys: KeysArg = None,
         out_keys: KeysArg = None,
+        allow_positive_dim: bool = False,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if allow_positive_dim:
+            raise ValueError(
+                "FlattenObservation.__init__: positive dims are not supported (got "
+                "allow_positive_dim=True; expected False). Count the dims from the end, e.g. -1."
+            )
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
         _check_negative("FlattenObservation", first_dim=first_dim, last_dim=last_dim)
         if first_dim > last_dim:
             raise ValueError(

@@ -28,8 +28,8 @@ class StepCounter(Transform):
 
     Args:
         max_steps: the step at which episodes are truncated (``None``: count only).
-        step_count_key: leaf name of the count.
         truncated_key: leaf name of the truncation flag.
+        step_count_key: leaf name of the count.
         update_done: also set ``done`` when truncating.
 
     Examples:
@@ -44,9 +44,8 @@ class StepCounter(Transform):
     def __init__(
         self,
         max_steps: int | None = None,
-        *,
-        step_count_key: str = "step_count",
         truncated_key: str = "truncated",
+        step_count_key: str = "step_count",
         update_done: bool = True,
     ) -> None:
         if max_steps is not None and int(max_steps) < 1:

@@ -1,4 +1,4 @@
-"""Element-wise value maps: RewardScaling, RewardClipping and ClipObservation."""
+"""Element-wise value maps: RewardScaling, RewardClipping and ClipTransform."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg
 from tdrl.specs import Bounded, TensorSpec, Unbounded
 
-__all__ = ["ClipObservation", "RewardClipping", "RewardScaling"]
+__all__ = ["ClipTransform", "RewardClipping", "RewardScaling"]
 
 
 class _RewardKeys(Transform):
@@ -27,13 +27,15 @@ class _RewardKeys(Transform):
 
 
 class RewardScaling(_RewardKeys):
-    """``reward * scale + loc``.
+    """``reward * scale + loc``, or ``(reward - loc) / scale`` with ``standard_normal``.
 
     Args:
-        loc: added after scaling (a float or a tensor broadcastable to the reward).
-        scale: multiplies the reward.
+        loc: added after scaling (a float or a tensor broadcastable to the reward); with
+            ``standard_normal``, subtracted before dividing.
+        scale: multiplies the reward (divides it with ``standard_normal``).
         in_keys: rewards to scale (``None``: every reward key of the env).
         out_keys: where the results go (default: in place).
+        standard_normal: standardise, ``(reward - loc) / scale``, as TorchRL's flag does.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -52,12 +54,16 @@ class RewardScaling(_RewardKeys):
         scale: float | torch.Tensor = 1.0,
         in_keys: KeysArg = None,
         out_keys: KeysArg = None,
+        standard_normal: bool = False,
     ) -> None:
         super().__init__(in_keys, out_keys)
         self.register_buffer("loc", torch.as_tensor(loc, dtype=torch.float32))
         self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.float32))
+        self.standard_normal = bool(standard_normal)
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        if self.standard_normal:
+            return ((value - self.loc) / self.scale).to(value.dtype)
         return (value * self.scale + self.loc).to(value.dtype)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
@@ -70,9 +76,15 @@ class RewardScaling(_RewardKeys):
 
 class _Clip(Transform):
     def __init__(
-        self, low: float | None, high: float | None, in_keys: KeysArg, out_keys: KeysArg
+        self,
+        low: float | None,
+        high: float | None,
+        in_keys: KeysArg,
+        out_keys: KeysArg,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         if low is not None and high is not None and low > high:
             raise ValueError(
                 f"{type(self).__name__}.__init__: low is above high (got low={low}, high="
@@ -134,28 +146,50 @@ class RewardClipping(_Clip):
             self.out_keys = list(self.in_keys)
 
 
-class ClipObservation(_Clip):
-    """Clamps observations to ``[low, high]`` (either bound may be ``None``).
+class ClipTransform(_Clip):
+    """Clamps entries to ``[low, high]`` (either bound may be ``None``, not both).
+
+    ``in_keys`` (observations, rewards) are clamped on the way out of the env, with bounded
+    specs; ``in_keys_inv`` (actions, states) are clamped before the env below reads them, so
+    the user may write any value (their specs are kept).
 
     Args:
-        low: lower bound.
-        high: upper bound.
-        in_keys: observations to clip.
+        in_keys: entries to clip as the env returns them.
         out_keys: where the results go (default: in place).
+        in_keys_inv: inputs the env reads, clipped before each step.
+        out_keys_inv: the names the user writes (default ``in_keys_inv``).
+        low: lower bound (keyword-only).
+        high: upper bound (keyword-only).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import CountingEnv
-        >>> env = TransformedEnv(CountingEnv(max_steps=9), ClipObservation(high=2.0, out_keys="c"))
+        >>> env = TransformedEnv(CountingEnv(max_steps=9), ClipTransform("observation", "c", high=2.0))
         >>> env.rollout(4)["next", "c"].flatten().tolist()
         [1.0, 2.0, 2.0, 2.0]
     """
 
     def __init__(
         self,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
+        *,
         low: float | None = None,
         high: float | None = None,
-        in_keys: KeysArg = "observation",
-        out_keys: KeysArg = None,
     ) -> None:
-        super().__init__(low, high, in_keys, out_keys)
+        if low is None and high is None:
+            raise TypeError(
+                "ClipTransform.__init__: no bound given (got low=None, high=None; expected at "
+                "least one). Pass low=..., high=... or both."
+            )
+        if in_keys is None and in_keys_inv is None:
+            raise ValueError(
+                "ClipTransform.__init__: no keys to clip (got in_keys=None, in_keys_inv=None; "
+                "expected at least one of them). Pass e.g. in_keys=['observation']."
+            )
+        super().__init__(low, high, in_keys, out_keys, in_keys_inv, out_keys_inv)
+
+    def _inv_apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        return value.clamp(self.low, self.high)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -24,20 +25,28 @@ class VecNorm(Transform):
     with every step's data and, on reset, with the data of the members (groups, agents) that
     reset only; ``mean = S / N`` and ``var = Q / N - mean ** 2``. Each value is normalised
     with the statistics that include it. Frozen, the statistics do not change. The statistics
-    (float64) are in ``state_dict``. Outside an env, :meth:`forward` normalises without
-    updating.
+    (float64) are in ``state_dict``. Outside an env, :meth:`forward` does the same on the keys
+    as given, as in TorchRL: it updates the statistics (unless frozen), then normalises; the
+    first call sizes them from the data (the dims after the tensordict's batch dims).
 
     Args:
-        in_keys: entries to normalise.
+        in_keys: entries to normalise (``None``: ``"observation"`` and ``"reward"``, as in
+            TorchRL, keeping those the env, or the data, has).
         out_keys: where the results go (default: in place).
+        shared_td: must stay ``None`` (statistics shared between processes through a
+            tensordict are not supported; a batched env runs one transform for all workers).
+        lock: must stay ``None`` (it guards ``shared_td``).
         decay: weight of the past (1.0: plain running averages).
         eps: added to the variance.
-        frozen: start frozen.
+        shapes: the shape of the statistics of each entry, the trailing dims of the entry
+            (default: every dim after the batch dims); the leading dims are summed over.
+        new_api: must stay ``None`` or ``False`` (TorchRL's ``VecNormV2`` is not provided).
+        frozen: start frozen (keyword-only).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
-        >>> env = TransformedEnv(TransformTestEnv((16,)), VecNorm(out_keys="normed", decay=1.0))
+        >>> env = TransformedEnv(TransformTestEnv((16,)), VecNorm("observation", "normed", decay=1.0))
         >>> td = env.rollout(3)
         >>> env.transform[0].count_0.tolist()  # 16 rows at the reset, then 16 per step
         [64.0, 64.0, 64.0]
@@ -47,21 +56,49 @@ class VecNorm(Transform):
 
     def __init__(
         self,
-        in_keys: KeysArg = "observation",
+        in_keys: KeysArg = None,
         out_keys: KeysArg = None,
-        *,
+        shared_td: Any = None,
+        lock: Any = None,
         decay: float = 0.9999,
         eps: float = 1e-4,
+        shapes: Sequence[Sequence[int]] | None = None,
+        new_api: bool | None = None,
+        *,
         frozen: bool = False,
     ) -> None:
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        for name, value in (("shared_td", shared_td), ("lock", lock)):
+            if value is not None:
+                raise NotImplementedError(
+                    f"VecNorm.__init__: {name} is not supported (got {type(value).__name__}; "
+                    f"expected None). Drop {name}: put VecNorm on the batched env, where one "
+                    "transform sees every worker's data."
+                )
+        if new_api:
+            raise NotImplementedError(
+                "VecNorm.__init__: TorchRL's VecNormV2 is not provided (got new_api=True; "
+                "expected None or False). Drop new_api."
+            )
+        self._auto = in_keys is None
+        if self._auto and out_keys is not None:
+            raise ValueError(
+                f"VecNorm.__init__: out_keys needs in_keys (got in_keys=None, out_keys="
+                f"{out_keys!r}; expected explicit in_keys). Pass in_keys too."
+            )
+        super().__init__(["observation", "reward"] if self._auto else in_keys, out_keys)
         if not 0.0 < decay <= 1.0:
             raise ValueError(
                 f"VecNorm.__init__: decay must be in (0, 1] (got {decay}; expected e.g. 0.9999)."
                 " Pass a decay in (0, 1]."
             )
+        if shapes is not None and len(shapes) != len(self.in_keys):
+            raise ValueError(
+                f"VecNorm.__init__: one shape per in_key is needed (got {len(shapes)} shapes for "
+                f"in_keys={self.in_keys}). Pass as many shapes as keys."
+            )
         self.decay = float(decay)
         self.eps = float(eps)
+        self.shapes = None if shapes is None else [torch.Size(s) for s in shapes]
         self.frozen = frozen
         self._batch_ndim = 0
         for i in range(len(self.in_keys)):
@@ -90,21 +127,59 @@ class VecNorm(Transform):
 
     def _bind(self, parent: EnvBase) -> None:
         self._batch_ndim = len(parent.batch_size)
+        specs = (parent.full_observation_spec, parent.full_reward_spec)
+        if self._auto:  # TorchRL's default keys, kept where the env has them
+            keep = [i for i, k in enumerate(self.in_keys) if any(k in s for s in specs)]
+            self._keep_keys(keep)
         for i, key in enumerate(self.in_keys):
-            leaf = parent.full_observation_spec.get(key, None)
-            if leaf is None or getattr(self, f"sum_{i}") is not None:
-                continue
-            shape = leaf.shape[self._batch_ndim :]
-            for name in ("sum", "sumsq", "count"):
-                setattr(self, f"{name}_{i}", torch.zeros(shape, dtype=torch.float64))
+            leaf = next((s[key] for s in specs if key in s), None)
+            if leaf is not None and getattr(self, f"sum_{i}") is None:
+                self._init_stats(i, leaf.shape[self._batch_ndim :])
 
-    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+    def _keep_keys(self, keep: list[int]) -> None:
+        """Keeps the keys (and their statistics) at ``keep``, renumbering the buffers."""
+        stats = [[getattr(self, f"{n}_{i}") for n in ("sum", "sumsq", "count")] for i in keep]
+        for i in range(len(self.in_keys)):
+            for name in ("sum", "sumsq", "count"):
+                delattr(self, f"{name}_{i}")
+        self.in_keys = [self.in_keys[i] for i in keep]
+        self.out_keys = [self.out_keys[i] for i in keep]
+        for j, values in enumerate(stats):
+            for name, value in zip(("sum", "sumsq", "count"), values):
+                self.register_buffer(f"{name}_{j}", value)
+
+    def _init_stats(self, i: int, feature_shape: torch.Size) -> None:
+        shape = (
+            feature_shape if self.shapes is None else self._shape(i, self.shapes[i], feature_shape)
+        )
+        for name in ("sum", "sumsq", "count"):
+            setattr(self, f"{name}_{i}", torch.zeros(shape, dtype=torch.float64))
+
+    def _shape(self, i: int, shape: torch.Size, feature_shape: torch.Size) -> torch.Size:
+        if (
+            len(shape) > len(feature_shape)
+            or feature_shape[len(feature_shape) - len(shape) :] != shape
+        ):
+            raise ValueError(
+                f"VecNorm: shapes[{i}] is not a trailing part of {self.in_keys[i]!r} (got "
+                f"{tuple(shape)} for feature shape {tuple(feature_shape)}; expected its last "
+                "dims). Fix shapes."
+            )
+        return shape
+
+    def _map_specs(self, spec: Composite) -> Composite:
         for in_key, out_key in zip(self.in_keys, self.out_keys):
-            leaf = observation_spec.get(in_key, None)
+            leaf = spec.get(in_key, None)
             if leaf is not None:
                 dtype = leaf.dtype if leaf.dtype.is_floating_point else torch.float32
-                observation_spec[out_key] = Unbounded(leaf.shape, leaf.device, dtype=dtype)
-        return observation_spec
+                spec[out_key] = Unbounded(leaf.shape, leaf.device, dtype=dtype)
+        return spec
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        return self._map_specs(observation_spec)
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        return self._map_specs(reward_spec)
 
     # ------------------------------------------------------------------ statistics
     def _stats(self, i: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,8 +232,11 @@ class VecNorm(Transform):
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
     ) -> TensorDictBase:
+        rewards = self._require_parent("_reset").full_reward_spec
         for i, (in_key, out_key) in enumerate(zip(self.in_keys, self.out_keys)):
             value = tensordict_out.get(in_key, None)
+            if value is None and in_key in rewards:
+                continue  # rewards do not exist after a reset
             if value is None:
                 raise self._missing_key(in_key, tensordict_out, "_reset")
             self._update(i, value, self._reset_mask(tensordict_in, in_key, value))
@@ -167,14 +245,31 @@ class VecNorm(Transform):
         return tensordict_out
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Normalises the keys as given with the current statistics, without updating them."""
+        """Updates the statistics with the keys as given (unless frozen), then normalises them.
+
+        As in TorchRL, the statistics grow with every call; :meth:`freeze` first to only
+        normalise. With the default keys, absent ones are skipped.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> t = VecNorm("x", decay=1.0)
+            >>> _ = t(TensorDict(x=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
+            >>> t.count_0.tolist(), t.sum_0.tolist()
+            ([2.0], [4.0])
+        """
         values = []
         for key in self.in_keys:
             value = tensordict.get(key, None)
-            if value is None:
+            if value is None and not self._auto:
                 raise self._missing_key(key, tensordict, "forward")
             values.append(value)
         for i, (out_key, value) in enumerate(zip(self.out_keys, values)):
+            if value is None:
+                continue
+            if getattr(self, f"count_{i}") is None:
+                self._init_stats(i, value.shape[tensordict.batch_dims :])
+            self._update(i, value, None)
             tensordict.set(out_key, self._normalize(i, value))
         return tensordict
 

@@ -1,4 +1,4 @@
-"""DTypeCast, DoubleToFloat and DeviceCast."""
+"""DTypeCastTransform, DoubleToFloat and DeviceCastTransform."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import torch
 from tensordict import TensorDict
 
 from tdrl.envs import (
-    DeviceCast,
+    DeviceCastTransform,
     DoubleToFloat,
-    DTypeCast,
+    DTypeCastTransform,
     PendulumEnv,
     StepCounter,
     TransformedEnv,
@@ -30,12 +30,12 @@ class TestDoubleToFloatContract(TransformContract):
 class TestDTypeCastContract(TransformContract):
     def make_transform(self, layout):
         key = ("agents", "observation") if layout == "nested" else "observation"
-        return DTypeCast(torch.float32, torch.float64, in_keys=key, in_keys_inv=[])
+        return DTypeCastTransform(torch.float32, torch.float64, in_keys=key, in_keys_inv=[])
 
 
 class TestDeviceCastContract(TransformContract):
     def make_transform(self, layout):
-        return DeviceCast("cpu")
+        return DeviceCastTransform("cpu")
 
 
 def test_double_to_float_finds_every_float64_entry():
@@ -54,11 +54,11 @@ def test_double_to_float_finds_every_float64_entry():
 
 
 def test_explicit_keys_and_forward_outside_an_env():
-    t = DTypeCast(torch.float32, torch.float16, in_keys="a")
+    t = DTypeCastTransform(torch.float32, torch.float16, in_keys="a")
     td = t(TensorDict(a=torch.ones(2), b=torch.ones(2), next=TensorDict(a=torch.ones(2))))
     assert td["a"].dtype == torch.float16 and td["b"].dtype == torch.float32
     assert td["next", "a"].dtype == torch.float32  # keys as given: "a" is the root entry only
-    t = DTypeCast(torch.float32, torch.float16, in_keys=["a", ("next", "a")])
+    t = DTypeCastTransform(torch.float32, torch.float16, in_keys=["a", ("next", "a")])
     td = t(TensorDict(a=torch.ones(2), next=TensorDict(a=torch.ones(2))))
     assert td["a"].dtype == td["next", "a"].dtype == torch.float16
     auto = DoubleToFloat()
@@ -76,14 +76,16 @@ def test_float64_builtin_env_is_checked():
         def _step(self, td):
             return super()._step(td)
 
-    env = TransformedEnv(PendulumEnv(batch_size=(3,)), DTypeCast(torch.float32, torch.float64))
+    env = TransformedEnv(
+        PendulumEnv(batch_size=(3,)), DTypeCastTransform(torch.float32, torch.float64)
+    )
     check_env_specs(env)
     assert env.rand_step()["next", "observation"].dtype == torch.float64
     assert env.full_action_spec["action"].dtype == torch.float64
 
 
 def test_device_cast_env_device_follows():
-    env = TransformedEnv(TransformTestEnv((2,)), DeviceCast("cpu"))
+    env = TransformedEnv(TransformTestEnv((2,)), DeviceCastTransform("cpu"))
     assert env.device == torch.device("cpu")
     env.append_transform(StepCounter(3))
     check_env_specs(env)
@@ -91,7 +93,7 @@ def test_device_cast_env_device_follows():
 
 @cuda
 def test_device_cast_to_cuda_and_back():
-    env = TransformedEnv(TransformTestEnv((2, 3), max_steps=2), DeviceCast("cuda"))
+    env = TransformedEnv(TransformTestEnv((2, 3), max_steps=2), DeviceCastTransform("cuda"))
     env.append_transform(StepCounter(3))
     assert env.device.type == "cuda"
     assert env.full_observation_spec["observation"].device.type == "cuda"
@@ -99,7 +101,7 @@ def test_device_cast_to_cuda_and_back():
     assert td.device.type == "cuda" and td["next", "step_count"].device.type == "cuda"
     assert td["action"].device.type == "cuda"
     check_env_specs(env)
-    nested = TransformedEnv(TransformTestEnv((2,), nested=True), DeviceCast("cuda:0"))
+    nested = TransformedEnv(TransformTestEnv((2,), nested=True), DeviceCastTransform("cuda:0"))
     check_env_specs(nested)
 
 
@@ -107,7 +109,7 @@ def test_out_keys_come_second_as_in_torchrl():
     td = TensorDict(a=torch.ones(2, dtype=torch.float64))
     out = DoubleToFloat(["a"], ["b"])(td)
     assert out["b"].dtype == torch.float32 and out["a"].dtype == torch.float64
-    out = DTypeCast(torch.float64, torch.float16, ["a"], ["c"])(out)
+    out = DTypeCastTransform(torch.float64, torch.float16, ["a"], ["c"])(out)
     assert out["c"].dtype == torch.float16
     with pytest.raises(ValueError, match=r"DoubleToFloat.__init__: out_keys needs in_keys"):
         DoubleToFloat(out_keys=["b"])

@@ -1,11 +1,11 @@
-"""FrameSkip and NoopReset."""
+"""FrameSkipTransform and NoopResetEnv."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tdrl.envs import FrameSkip, NoopReset, RewardSum, StepCounter, TransformedEnv
+from tdrl.envs import FrameSkipTransform, NoopResetEnv, RewardSum, StepCounter, TransformedEnv
 from tdrl.testing import CountingEnv, TransformContract, TransformTestEnv
 
 
@@ -13,7 +13,7 @@ class TestFrameSkipContract(TransformContract):
     forward_mode = "raises"
 
     def make_transform(self, layout):
-        return FrameSkip(2)
+        return FrameSkipTransform(2)
 
 
 class TestNoopResetContract(TransformContract):
@@ -23,12 +23,12 @@ class TestNoopResetContract(TransformContract):
     batch_sizes = ((),)  # partial resets of a batch are refused by design
 
     def make_transform(self, layout):
-        return NoopReset(3)
+        return NoopResetEnv(3)
 
 
 def test_frame_skip_repeats_and_sums_and_counts_frames_below():
     env = TransformedEnv(TransformTestEnv(max_steps=50), StepCounter())
-    env.append_transform(FrameSkip(3))
+    env.append_transform(FrameSkipTransform(3))
     env.append_transform(RewardSum())
     td = env.rollout(2)
     assert td["next", "step_count"].flatten().tolist() == [3, 6]
@@ -40,29 +40,31 @@ def test_frame_skip_repeats_and_sums_and_counts_frames_below():
 
 
 def test_frame_skip_stops_at_the_end_of_an_episode():
-    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=4), FrameSkip(3))
+    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=4), FrameSkipTransform(3))
     td = env.rollout(5)
     assert td["next", "observation"][:, :, 0].tolist() == [[3.0, 4.0], [3.0, 4.0]]
     assert td["next", "reward"][:, :, 0].tolist() == [[3.0, 1.0], [3.0, 1.0]]
     with pytest.raises(ValueError, match="frame_skip must be"):
-        FrameSkip(0)
+        FrameSkipTransform(0)
 
 
 def test_noop_reset_plays_steps_and_refuses_partial_resets():
-    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=50), NoopReset(5))
+    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=50), NoopResetEnv(5))
     torch.manual_seed(0)
     counts = {env.reset()["observation"][0].item() for _ in range(30)}
     assert counts <= {1.0, 2.0, 3.0, 4.0, 5.0} and len(counts) > 2
     td = env.reset()
     td["_reset"] = torch.tensor([[True], [False]])
-    with pytest.raises(RuntimeError, match=r"NoopReset._reset: partial resets are not supported"):
+    with pytest.raises(
+        RuntimeError, match=r"NoopResetEnv._reset: partial resets are not supported"
+    ):
         env.reset(td)
     td["_reset"] = torch.tensor([[True], [True]])
     assert env.reset(td)["observation"].ge(1).all()
 
 
 def test_noop_reset_resets_again_when_an_episode_ends_and_takes_a_policy():
-    env = TransformedEnv(CountingEnv(max_steps=2), NoopReset(5, random=False))
+    env = TransformedEnv(CountingEnv(max_steps=2), NoopResetEnv(5, random=False))
     assert env.reset()["observation"].item() == 0.0
     seen = []
 
@@ -70,5 +72,5 @@ def test_noop_reset_resets_again_when_an_episode_ends_and_takes_a_policy():
         seen.append(1)
         return td.set("action", torch.zeros(1))
 
-    env = TransformedEnv(CountingEnv(max_steps=9), NoopReset(3, random=False, policy=policy))
+    env = TransformedEnv(CountingEnv(max_steps=9), NoopResetEnv(3, random=False, policy=policy))
     assert env.reset()["observation"].item() == 3.0 and len(seen) == 3

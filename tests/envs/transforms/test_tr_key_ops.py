@@ -103,7 +103,7 @@ def test_cat_tensors_errors():
         CatTensors()
     with pytest.raises(ValueError, match=r"unsqueeze_if_oor=False"):
         CatTensors(["a"], unsqueeze_if_oor=True)
-    with pytest.raises(TypeError, match=r"CatTensors.*different dtypes.*DTypeCast"):
+    with pytest.raises(TypeError, match=r"CatTensors.*different dtypes.*DTypeCastTransform"):
         TransformedEnv(TransformTestEnv(), CatTensors(["observation", "obs64"]))
     with pytest.raises(KeyError, match=r"CatTensors.in_keys: key 'nope'"):
         TransformedEnv(TransformTestEnv(), CatTensors(["observation", "nope"]))
@@ -183,11 +183,20 @@ def test_exclude_and_select_specs_and_data():
     assert set(out.keys(True, True)) == {"b"} and ExcludeTransform("a").excluded_keys == ["a"]
 
 
-def test_exclude_select_refuse_protected_keys():
+def test_exclude_drops_rewards_and_truncated_as_torchrl():
+    env = TransformedEnv(TransformTestEnv((2,)), ExcludeTransform("truncated", "reward"))
+    assert env.done_keys == ["done", "terminated"] and env.reward_keys == []
+    td = env.rollout(3)
+    assert "truncated" not in td["next"].keys() and "reward" not in td["next"].keys()
+    assert "truncated" not in env.reset().keys()
+
+
+@pytest.mark.parametrize("key", ["done", "terminated", "force"])
+def test_exclude_select_refuse_protected_keys(key):
     with pytest.raises(
-        ValueError, match=r"ExcludeTransform: 'reward' is a done, reward, action or state"
+        ValueError, match=rf"ExcludeTransform: '{key}' is a done/terminated, action or state"
     ):
-        TransformedEnv(TransformTestEnv(), ExcludeTransform("reward"))
+        TransformedEnv(TransformTestEnv(), ExcludeTransform(key))
     with pytest.raises(KeyError, match=r"ExcludeTransform.in_keys: key 'nope'"):
         TransformedEnv(TransformTestEnv(), ExcludeTransform("nope"))
     with pytest.raises(ValueError, match=r"ExcludeTransform.__init__: inverse=True"):

@@ -11,6 +11,7 @@ from tdrl.envs import (
     CatTensors,
     Compose,
     DoubleToFloat,
+    EnvBase,
     InitTracker,
     ObservationNorm,
     RenameTransform,
@@ -23,7 +24,7 @@ from tdrl.envs import (
     check_env_specs,
 )
 from tdrl.errors import SpecError
-from tdrl.specs import Unbounded
+from tdrl.specs import Composite, Unbounded
 from tdrl.testing import CountingEnv, NestedCountingEnv, TransformTestEnv
 
 
@@ -386,3 +387,60 @@ def test_unknown_public_attributes_come_from_the_base_env():
         _ = env.nope
     with pytest.raises(AttributeError, match=r"private names and dunders are not forwarded"):
         _ = env._not_there
+
+
+class _ScaledEnv(EnvBase):
+    """Batch-unlocked, unbatched env whose reset reads a (possibly batched) ``scale`` input."""
+
+    batch_locked = False
+
+    def __init__(self) -> None:
+        super().__init__(batch_size=())
+        self.observation_spec = Composite(x=Unbounded(shape=(2,)), scale=Unbounded(shape=()))
+        self.state_spec = Composite(scale=Unbounded(shape=()))
+        self.action_spec = Unbounded(shape=(1,))
+        self.reward_spec = Unbounded(shape=(1,))
+
+    def _reset(self, tensordict):
+        if tensordict is None or "scale" not in tensordict.keys():
+            tensordict = TensorDict(scale=torch.ones(()))
+        scale = tensordict["scale"]
+        x = scale[..., None].expand(*scale.shape, 2) * torch.tensor([1.0, 2.0])
+        return TensorDict(
+            x=x,
+            scale=scale,
+            done=torch.zeros(*scale.shape, 1, dtype=torch.bool),
+            terminated=torch.zeros(*scale.shape, 1, dtype=torch.bool),
+            batch_size=scale.shape,
+        )
+
+    def _step(self, tensordict):
+        scale = tensordict["scale"]
+        return TensorDict(
+            x=tensordict["x"] + tensordict["action"],
+            scale=scale,
+            reward=torch.zeros(*scale.shape, 1),
+            done=torch.zeros(*scale.shape, 1, dtype=torch.bool),
+            terminated=torch.zeros(*scale.shape, 1, dtype=torch.bool),
+            batch_size=scale.shape,
+        )
+
+    def _set_seed(self, seed):
+        return seed
+
+
+def test_full_reset_hands_the_input_to_the_base_env_as_torchrl():
+    # TorchRL's pendulum tutorial: env.reset(env.gen_params(batch_size=[10])) on a TransformedEnv
+    env = TransformedEnv(_ScaledEnv(), AddTen(in_keys="x", out_keys="x10"))
+    assert env.batch_locked is False
+    td = env.reset(TensorDict(scale=torch.tensor([1.0, 3.0, 5.0]), batch_size=[3]))
+    assert td.batch_size == (3,)
+    torch.testing.assert_close(td["x"], torch.tensor([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]]))
+    torch.testing.assert_close(td["x10"], td["x"] + 10)
+    out = env.rollout(2, auto_reset=False, tensordict=td)
+    assert out.batch_size == (3, 2)
+    assert env.reset()["x10"].tolist() == [11.0, 12.0]
+    kept = env.reset(TensorDict(scale=torch.tensor(2.0)), set_state=False)
+    assert kept["x"].tolist() == [1.0, 2.0]  # set_state=False: the input's states are ignored
+    with pytest.raises(ValueError, match=r"TransformedEnv.reset: unsupported arguments"):
+        env.reset(set_state=True)

@@ -1,11 +1,12 @@
-"""RewardScaling, RewardClipping and ClipObservation."""
+"""RewardScaling, RewardClipping and ClipTransform."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from tensordict import TensorDict
 
-from tdrl.envs import ClipObservation, RewardClipping, RewardScaling, TransformedEnv
+from tdrl.envs import ClipTransform, RewardClipping, RewardScaling, Transform, TransformedEnv
 from tdrl.specs import Bounded
 from tdrl.testing import MultiKeyEnv, TransformContract, TransformTestEnv
 
@@ -20,10 +21,10 @@ class TestRewardClippingContract(TransformContract):
         return RewardClipping(-0.5, 2.0)
 
 
-class TestClipObservationContract(TransformContract):
+class TestClipTransformContract(TransformContract):
     def make_transform(self, layout):
         key = ("agents", "observation") if layout == "nested" else "observation"
-        return ClipObservation(0.0, 2.0, key)
+        return ClipTransform(key, low=0.0, high=2.0)
 
 
 @pytest.mark.parametrize("batch", [(), (2, 3)])
@@ -50,13 +51,54 @@ def test_default_keys_are_every_reward_and_specs_follow():
     assert "scaled_reward" in scaled.full_reward_spec.keys()
 
 
-def test_clip_observation_values_and_bounds():
-    env = TransformedEnv(TransformTestEnv((2,)), ClipObservation(0.0, 2.0, out_keys="c"))
+def test_clip_transform_values_and_bounds():
+    env = TransformedEnv(
+        TransformTestEnv((2,)), ClipTransform("observation", "c", low=0.0, high=2.0)
+    )
     td = env.rollout(4)
     torch.testing.assert_close(td["next", "c"], td["next", "observation"].clamp(0, 2))
     pix = TransformedEnv(
-        TransformTestEnv(), ClipObservation(10, 300, "pixels")
+        TransformTestEnv(), ClipTransform("pixels", low=10, high=300)
     ).full_observation_spec["pixels"]
     assert pix.low.min() == 10 and pix.high.max() == 255
     with pytest.raises(ValueError, match="low is above high"):
-        ClipObservation(2.0, 1.0)
+        ClipTransform("observation", low=2.0, high=1.0)
+    with pytest.raises(TypeError, match=r"ClipTransform.__init__: no bound given"):
+        ClipTransform("observation")
+    with pytest.raises(ValueError, match=r"ClipTransform.__init__: no keys to clip"):
+        ClipTransform(low=0.0)
+
+
+def test_clip_transform_clips_actions_before_the_env_reads_them():
+    seen = []
+
+    class Spy(Transform):  # sits below the clip: records what the env below receives
+        def _inv_apply_transform(self, value):
+            seen.append(value.clone())
+            return value
+
+    env = TransformedEnv(TransformTestEnv((3,)), Spy(in_keys_inv="force"))
+    env.append_transform(ClipTransform(in_keys_inv="force", low=-0.5, high=0.25))
+    assert env.full_action_spec["force"].shape == (3, 1)
+    td = env.rand_action(env.reset())
+    td["force"] = torch.tensor([[-2.0], [0.1], [3.0]], dtype=torch.float64)
+    env.step(td)
+    torch.testing.assert_close(seen[-1], torch.tensor([[-0.5], [0.1], [0.25]], dtype=torch.float64))
+    torch.testing.assert_close(
+        td["force"], torch.tensor([[-2.0], [0.1], [3.0]], dtype=torch.float64)
+    )
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_reward_scaling_standard_normal_divides(batch):
+    base = TransformedEnv(TransformTestEnv(batch, max_steps=9), RewardScaling(0.0, 1.0))
+    torch.manual_seed(0)
+    raw = base.rollout(5)["next", "reward"]
+    env = TransformedEnv(
+        TransformTestEnv(batch, max_steps=9), RewardScaling(1.0, 4.0, standard_normal=True)
+    )
+    torch.manual_seed(0)
+    torch.testing.assert_close(env.rollout(5)["next", "reward"], (raw - 1.0) / 4.0)
+    positional = RewardScaling(1.0, 4.0, "reward", None, True)
+    out = positional(TensorDict(reward=torch.tensor([5.0, 9.0])))
+    torch.testing.assert_close(out["reward"], torch.tensor([1.0, 2.0]))

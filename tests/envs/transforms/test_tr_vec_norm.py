@@ -18,15 +18,19 @@ class TestVecNormContract(TransformContract):
         return VecNorm(in_keys=key, decay=0.9)
 
     def check_forward(self, transform, base_rollout, env_rollout):
+        # TorchRL: forward updates the statistics with the data, then normalises with them
         key = transform.in_keys[0]
-        before = {k: v.clone() for k, v in transform.state_dict().items()}
+        s, q, n = transform.sum_0.clone(), transform.sumsq_0.clone(), transform.count_0.clone()
+        x = base_rollout[key].double()
+        rows = x.reshape(-1, *s.shape)
         out = transform(base_rollout.clone())
-        mean = transform.sum_0 / transform.count_0
-        var = transform.sumsq_0 / transform.count_0 - mean**2
-        ref = ((base_rollout[key].double() - mean) / (var + transform.eps).sqrt()).float()
-        torch.testing.assert_close(out[key], ref)
-        for k, v in transform.state_dict().items():
-            assert v.equal(before[k]), "forward must not update the statistics"
+        s = 0.9 * s + rows.sum(0)
+        q = 0.9 * q + (rows * rows).sum(0)
+        n = 0.9 * n + rows.shape[0]
+        torch.testing.assert_close(transform.sum_0, s)
+        torch.testing.assert_close(transform.count_0, n)
+        mean, var = s / n, q / n - (s / n) ** 2
+        torch.testing.assert_close(out[key], ((x - mean) / (var + transform.eps).sqrt()).float())
 
 
 def _reference(batches, decay, eps):
@@ -46,7 +50,9 @@ def _reference(batches, decay, eps):
 
 @pytest.mark.parametrize("batch", [(), (2, 3)])
 def test_statistics_match_a_plain_loop(batch):
-    env = TransformedEnv(TransformTestEnv(batch, max_steps=50), VecNorm(out_keys="n", decay=0.95))
+    env = TransformedEnv(
+        TransformTestEnv(batch, max_steps=50), VecNorm("observation", "n", decay=0.95)
+    )
     td = env.rollout(6)
     raw = [td["observation"][..., 0, :]] + [td["next", "observation"][..., t, :] for t in range(6)]
     ref = _reference(raw, 0.95, 1e-4)
@@ -60,7 +66,7 @@ def test_statistics_match_a_plain_loop(batch):
 
 
 def test_frozen_does_not_update_and_unfreeze_does():
-    env = TransformedEnv(TransformTestEnv((4,)), VecNorm(out_keys="n"))
+    env = TransformedEnv(TransformTestEnv((4,)), VecNorm("observation", "n"))
     env.rollout(3)
     t = env.transform[0].freeze()
     count = t.count_0.clone()
@@ -72,9 +78,9 @@ def test_frozen_does_not_update_and_unfreeze_does():
 
 
 def test_state_dict_round_trip_gives_the_same_normalisation():
-    env = TransformedEnv(TransformTestEnv((4,)), VecNorm(out_keys="n"))
+    env = TransformedEnv(TransformTestEnv((4,)), VecNorm("observation", "n"))
     env.rollout(5)
-    fresh = VecNorm(out_keys="n")
+    fresh = VecNorm("observation", "n")
     fresh.load_state_dict(env.transform[0].state_dict())
     td = TensorDict(observation=torch.randn(7, 3))
     a = env.transform[0](td.clone())["n"]
@@ -104,3 +110,69 @@ def test_partial_reset_updates_only_with_the_reset_agent():
 def test_bad_decay():
     with pytest.raises(ValueError, match="decay must be in"):
         VecNorm(decay=0.0)
+
+
+def test_forward_updates_the_statistics_as_torchrl():
+    t = VecNorm("x", decay=0.5)
+    x = torch.tensor([[1.0, -2.0], [3.0, 2.0], [5.0, 0.0], [7.0, 4.0]])
+    out = t(TensorDict(x=x.clone(), batch_size=[4]))
+    torch.testing.assert_close(t.count_0, torch.full((2,), 4.0, dtype=torch.float64))
+    mean, var = x.mean(0), x.var(0, unbiased=False)
+    torch.testing.assert_close(out["x"], (x - mean) / (var + 1e-4).sqrt())
+    y = torch.tensor([[0.0, 1.0], [2.0, 1.0]])
+    t(TensorDict(x=y, batch_size=[2]))
+    torch.testing.assert_close(t.sum_0, (0.5 * x.sum(0) + y.sum(0)).double())
+    torch.testing.assert_close(t.count_0, torch.full((2,), 4.0, dtype=torch.float64))
+    t.freeze()
+    t(TensorDict(x=x, batch_size=[4]))
+    torch.testing.assert_close(t.count_0, torch.full((2,), 4.0, dtype=torch.float64))
+
+
+def test_default_keys_normalise_observation_and_reward_as_torchrl():
+    env = TransformedEnv(TransformTestEnv((8,), max_steps=50), VecNorm(decay=1.0))
+    t = env.transform[0]
+    assert t.in_keys == ["observation", "reward"]
+    base = TransformTestEnv((8,), max_steps=50)
+    torch.manual_seed(0)
+    raw = TransformedEnv(base, VecNorm("observation", decay=1.0)).rollout(4)
+    torch.manual_seed(0)
+    td = env.rollout(4)
+    rewards = raw["next", "reward"].double()  # [8, 4, 1]: 8 rows per step
+    s = rewards.sum(0).cumsum(0)
+    q = (rewards**2).sum(0).cumsum(0)
+    n = 8.0 * torch.arange(1, 5, dtype=torch.float64)[:, None]
+    mean, var = s / n, q / n - (s / n) ** 2
+    ref = ((rewards - mean) / (var + 1e-4).sqrt()).float()
+    torch.testing.assert_close(td["next", "reward"], ref)
+    assert env.full_reward_spec["reward"].dtype == torch.float32
+    only_obs = TransformedEnv(TransformTestEnv(), VecNorm())
+    assert only_obs.transform[0].in_keys == ["observation", "reward"]
+    out = VecNorm()(TensorDict(observation=torch.ones(3, 2), batch_size=[3]))  # no reward
+    assert out["observation"].shape == (3, 2)
+
+
+def test_shapes_give_the_statistics_their_shape():
+    t = VecNorm("x", shapes=[(3,)], decay=1.0)
+    x = torch.randn(4, 2, 3)
+    out = t(TensorDict(x=x, batch_size=[4]))
+    assert t.sum_0.shape == (3,)
+    rows = x.reshape(-1, 3)
+    ref = (x - rows.mean(0)) / (rows.var(0, unbiased=False) + 1e-4).sqrt()
+    torch.testing.assert_close(out["x"], ref)
+    with pytest.raises(ValueError, match=r"VecNorm: shapes\[0\] is not a trailing part"):
+        VecNorm("x", shapes=[(5,)])(TensorDict(x=x, batch_size=[4]))
+    with pytest.raises(ValueError, match="one shape per in_key"):
+        VecNorm("x", shapes=[(3,), (3,)])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"shared_td": TensorDict()}, "shared_td is not supported"),
+        ({"lock": object()}, "lock is not supported"),
+        ({"new_api": True}, "VecNormV2 is not provided"),
+    ],
+)
+def test_unsupported_torchrl_arguments_raise(kwargs, match):
+    with pytest.raises(NotImplementedError, match=match):
+        VecNorm("observation", **kwargs)
