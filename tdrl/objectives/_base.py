@@ -71,7 +71,8 @@ class LossModule(nn.Module):
     ``TD3Loss.actor_loss``) run under ``set_recurrent_mode(True)``: recurrent modules of the
     networks process whole sequences (time is the last batch dim). The networks' parameters
     are exposed as TorchRL does: ``loss.<network>_params`` (live) and
-    ``loss.target_<network>_params`` (target, when the loss keeps one).
+    ``loss.target_<network>_params`` (the target copy when the loss keeps one, else the live
+    parameters detached: e.g. ``ClipPPOLoss.target_critic_network_params`` for GAE).
 
     Examples:
         >>> import dataclasses
@@ -275,15 +276,18 @@ class LossModule(nn.Module):
             target = base.startswith("target_")
             network = base[len("target_") :] if target else base
             module = self.__dict__.get("_modules", {}).get(network)
-            if module is not None and (not target or network in self._targets):
+            if module is not None:
                 return self._network_params(network, module, target)
         return super().__getattr__(name)
 
     def _network_params(self, network: str, module: nn.Module, target: bool) -> TensorDictBase:
         stacked = getattr(module, "params", None)
         ensemble = isinstance(stacked, TensorDictParams)  # a QEnsemble: members stacked
-        if not target:
-            return stacked if ensemble else TensorDict.from_module(module)
+        if not target or network not in self._targets:
+            live = stacked if ensemble else TensorDict.from_module(module)
+            # As TorchRL: a network without a target copy serves its live weights, detached
+            # (same storage), as ``target_<network>_params``.
+            return live.data if target else live
         params = getattr(self, f"{network}_target_params")
         if params is None:
             raise RuntimeError(
@@ -310,7 +314,7 @@ def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._pending_targets and args:
+        if self._pending_targets and args and isinstance(args[0], TensorDictBase):
             self._materialize_targets(args[0])
         with set_recurrent_mode(True):
             out = method(self, *args, **kwargs)

@@ -87,6 +87,7 @@ class PolicyGradientLoss(LossModule):
     _objective_key = "loss_objective"
     _critic_key = "loss_critic"
     _log_explained_variance = True
+    _keys_from_actor = True  # TorchRL's PPO and A2C; its REINFORCE keeps the default keys
 
     def __init__(
         self,
@@ -150,6 +151,27 @@ class PolicyGradientLoss(LossModule):
         self.clip_value = clip_value
         if log_explained_variance is not None:
             self._log_explained_variance = log_explained_variance
+        if self._keys_from_actor:
+            self._take_actor_keys(actor_network)
+
+    def _take_actor_keys(self, actor: Any) -> None:
+        """Reads ``action``/``sample_log_prob`` from the actor's keys, as TorchRL's PPO/A2C do.
+
+        A ``ProbabilisticActor(out_keys=[("agents", "action")], return_log_prob=True)`` writes
+        its log-prob at ``("agents", "action_log_prob")`` (or its ``log_prob_key``): the loss
+        reads it there. Actors without these attributes keep the defaults; ``set_keys`` wins.
+        """
+        log_prob_keys = getattr(actor, "log_prob_keys", None)
+        sample_keys = getattr(actor, "dist_sample_keys", None)
+        if not log_prob_keys or not sample_keys:
+            return
+        if len(log_prob_keys) > 1 or len(sample_keys) > 1:
+            raise NotImplementedError(
+                f"{type(self).__name__}.__init__: the actor samples several actions (got "
+                f"dist_sample_keys={list(sample_keys)}; expected one). tdrl's policy-gradient "
+                "losses support one action key."
+            )
+        self.set_keys(sample_log_prob=log_prob_keys[0], action=sample_keys[0])
 
     def _value_network_for_estimator(self) -> TensorDictModule | None:
         return self.critic_network

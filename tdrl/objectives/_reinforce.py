@@ -41,6 +41,7 @@ class ReinforceLoss(PolicyGradientLoss):
     _objective_key = "loss_actor"
     _critic_key = "loss_value"
     _log_explained_variance = False
+    _keys_from_actor = False
 
     def __init__(self, *args: Any, entropy_bonus: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, entropy_bonus=entropy_bonus, **kwargs)
