@@ -140,8 +140,8 @@ class Storage(abc.ABC):
         """Writes row ``i`` of ``batch`` into slot ``slots[i]`` (slots are unique)."""
 
     @abc.abstractmethod
-    def get(self, indices: torch.Tensor) -> Any:
-        """Returns the elements at the flat indices ``indices`` (1-D), stacked."""
+    def get(self, index: torch.Tensor) -> Any:
+        """Returns the elements at the flat indices ``index`` (1-D), stacked."""
 
     @abc.abstractmethod
     def get_leaf(self, key: Any) -> torch.Tensor:
@@ -356,8 +356,8 @@ class ListStorage(Storage):
         self._items[slot] = item
         self._update_filled(slot, 1)
 
-    def get(self, indices: torch.Tensor) -> Any:
-        """Returns the elements at ``indices``: tensor data stacked, objects as a list.
+    def get(self, index: torch.Tensor) -> Any:
+        """Returns the elements at ``index``: tensor data stacked, objects as a list.
 
         Examples:
             >>> s = ListStorage(5)
@@ -365,7 +365,7 @@ class ListStorage(Storage):
             >>> s.get(torch.tensor([3, 1]))
             tensor([3, 1])
         """
-        items = [self._items[i] for i in indices.tolist()]
+        items = [self._items[i] for i in index.tolist()]
         if self._structure is None:
             return items
         columns = [torch.stack(column) for column in zip(*items)]

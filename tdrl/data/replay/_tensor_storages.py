@@ -412,8 +412,8 @@ class TensorStorage(Storage):
             else index.device == self._device
         )
 
-    def get(self, indices: torch.Tensor) -> Any:
-        """Gathers the elements at the flat indices ``indices`` with ``index_select``.
+    def get(self, index: torch.Tensor) -> Any:
+        """Gathers the elements at the flat index ``index`` with ``index_select``.
 
         Examples:
             >>> s = LazyTensorStorage(10)
@@ -425,10 +425,10 @@ class TensorStorage(Storage):
             raise RuntimeError(
                 f"{type(self).__name__}.get: the storage is empty (got no write; expected extend() first). Add data before sampling."
             )
-        if not self._on_index_device(indices):
-            indices = indices.to(self._device, non_blocking=True)
-        leaves = [torch.index_select(flat, 0, indices) for flat in self._flat]
-        return unflatten(self._structure, leaves, (indices.numel(),))
+        if not self._on_index_device(index):
+            index = index.to(self._device, non_blocking=True)
+        leaves = [torch.index_select(flat, 0, index) for flat in self._flat]
+        return unflatten(self._structure, leaves, (index.numel(),))
 
     def get_leaf(self, key: Any) -> torch.Tensor:
         """Returns leaf ``key`` (a TensorDict key or a pytree key path) for the valid elements."""
@@ -595,3 +595,14 @@ class LazyTensorStorage(TensorStorage):
             cleanup_memmap=(cleanup_memmap, True),
         )
         super().__init__(None, max_size, device=device, ndim=ndim, compilable=compilable)
+
+    def get(self, indices: torch.Tensor) -> Any:
+        """Gathers the elements at the flat ``indices`` (TorchRL names the argument so here).
+
+        Examples:
+            >>> s = LazyTensorStorage(10)
+            >>> s.write_range(0, s.prepare(torch.arange(5) * 10))
+            >>> s.get(indices=torch.tensor([4, 1]))
+            tensor([40, 10])
+        """
+        return super().get(indices)
