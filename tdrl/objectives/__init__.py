@@ -14,7 +14,7 @@ from tdrl.objectives._redq import REDQLoss
 from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._sac import SACLoss
 from tdrl.objectives._sac_discrete import DiscreteSACLoss
-from tdrl.objectives._targets import HardUpdate, SoftUpdate
+from tdrl.objectives._targets import HardUpdate, SoftUpdate, TargetNetUpdater
 from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives.value import (
     GAE,
@@ -49,6 +49,7 @@ __all__ = [
     "TD1Estimator",
     "TD3Loss",
     "TDLambdaEstimator",
+    "TargetNetUpdater",
     "ValueEstimators",
     "distance_loss",
     "group_optimizers",

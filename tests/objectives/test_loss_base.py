@@ -9,7 +9,14 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
-from tdrl.objectives import GAE, HardUpdate, LossModule, SoftUpdate, TD0Estimator
+from tdrl.objectives import (
+    GAE,
+    HardUpdate,
+    LossModule,
+    SoftUpdate,
+    TargetNetUpdater,
+    TD0Estimator,
+)
 
 
 class _ValueLoss(LossModule):
@@ -69,10 +76,16 @@ def test_targets_are_detached_copies_and_updaters_move_them():
     with torch.no_grad():
         loss.critic.module.weight.add_(1.0)
     before = target["module", "weight"].clone()
-    SoftUpdate(loss, tau=0.25).step()
+    soft = SoftUpdate(loss, tau=0.25)  # as TorchRL, building an updater copies live -> target
+    torch.testing.assert_close(target["module", "weight"], loss.critic.module.weight.detach())
+    with torch.no_grad():
+        target["module", "weight"].copy_(before)
+    soft.step()
     expected = before + 0.25 * (loss.critic.module.weight - before)
     assert torch.allclose(target["module", "weight"], expected)
     hard = HardUpdate(loss, value_network_update_interval=2)
+    with torch.no_grad():
+        loss.critic.module.weight.add_(1.0)
     hard.step()
     assert not torch.equal(target["module", "weight"], loss.critic.module.weight)
     hard.step()
@@ -102,3 +115,37 @@ def test_target_params_used_through_to_module():
         out = loss.critic(td.copy())["state_value"]
     assert out.abs().sum() == 0
     assert loss.critic(td.copy())["state_value"].abs().sum() > 0
+
+
+def test_target_net_updater_is_the_base_of_both_updaters():
+    loss = _ValueLoss()
+    assert isinstance(SoftUpdate(loss, tau=0.5), TargetNetUpdater)
+    assert isinstance(HardUpdate(loss), TargetNetUpdater)
+
+    class Doubling(TargetNetUpdater):
+        def _step(self, p_source, p_target):
+            p_target.copy_(2 * p_source)
+
+    updater = Doubling(loss)
+    assert updater.initialized
+    updater.step()
+    ((live, target),) = list(loss.target_pairs())
+    torch.testing.assert_close(target["module", "weight"], 2 * live["module", "weight"].detach())
+    with pytest.raises(NotImplementedError, match="_step"):
+        TargetNetUpdater(loss).step()
+
+
+def test_hard_update_state_dict_restores_the_counter():
+    loss = _ValueLoss()
+    hard = HardUpdate(loss, value_network_update_interval=3)
+    hard.step()
+    hard.step()
+    state = hard.state_dict()
+    assert state == {"initialized": True, "counter": 2}
+    again = HardUpdate(loss, value_network_update_interval=3)
+    again.load_state_dict(state)
+    with torch.no_grad():
+        loss.critic.module.weight.add_(1.0)
+    again.step()  # the third step since the copy: copies now
+    ((live, target),) = list(loss.target_pairs())
+    torch.testing.assert_close(target["module", "weight"], live["module", "weight"].detach())

@@ -61,9 +61,10 @@ def test_soft_update_eps_and_tau():
     net = make_action_value_net()
     loss = DQNLoss(net)
     live = loss.value_network_params.clone()
+    updater = SoftUpdate(loss, eps=0.75)
     with torch.no_grad():
         loss.target_value_network_params.zero_()
-    SoftUpdate(loss, eps=0.75).step()  # target = 0.75 * 0 + 0.25 * live
+    updater.step()  # target = 0.75 * 0 + 0.25 * live
     key = ("module", "0", "weight")
     torch.testing.assert_close(loss.target_value_network_params[key], 0.25 * live[key])
     assert SoftUpdate(loss).tau == pytest.approx(0.001)  # TorchRL: eps = 0.999
