@@ -163,17 +163,20 @@ def test_write_count_survives_a_checkpoint(tmp_path):
     assert copy.write_count == 5
 
 
-def test_index_is_added_after_the_transforms():
+def test_index_is_set_again_after_the_transforms():
     seen = []
-    rb = TensorDictReplayBuffer(
-        storage=LazyTensorStorage(10),
-        transform=lambda td: seen.append(sorted(td.keys())) or td.select("obs"),
-    )
+
+    def drop_index(td):
+        seen.append(sorted(td.keys()))
+        return td.select("obs").set("obs", td["obs"] * 0)
+
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), transform=drop_index)
     rb.extend(steps(4))
     sample = rb.sample(2)
-    # TorchRL sets "index" on the transformed batch: the transform never sees it and cannot drop it.
-    assert seen == [["obs"]]
-    assert sorted(sample.keys()) == ["index", "obs"]
+    # TorchRL: the transform sees the stored "index", and the sample's index is set again
+    # after the transform (which dropped it here).
+    assert seen == [["index", "obs"]]
+    assert sorted(sample.keys()) == ["index", "obs"] and sample["obs"].eq(0).all()
 
 
 def test_extend_update_priority_switch():

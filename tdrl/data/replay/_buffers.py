@@ -312,9 +312,11 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             data = self._read(index)
             ran_out = self._sampler.ran_out
         info = {"index": index, **extra}
+        # As TorchRL: the transforms see the index (TorchRL stores it with every element) and it
+        # is set again after them, so a transform cannot drop or change it.
+        data = self._attach(data, info)
         if len(self._transforms):
-            data = self._transforms(data)
-        data = self._attach(data, info)  # after the transforms, as TorchRL
+            data = self._attach(self._transforms(data), info)
         if self._pin_memory:
             data = pin(data)
         return data, info, ran_out
