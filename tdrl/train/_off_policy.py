@@ -43,7 +43,8 @@ class OffPolicyTrainer(Trainer):
             self.agent.loss.parameters(), lr=float(oc["lr"]), fused=True
         )
         self.buffer = TensorDictReplayBuffer(
-            storage=LazyTensorStorage(int(rc["capacity"])), batch_size=int(rc["batch_size"])
+            storage=LazyTensorStorage(int(rc["capacity"]), device=config.get("device", "cpu")),
+            batch_size=int(rc["batch_size"]),
         )
         self.target: HardUpdate | SoftUpdate
         if tc.get("hard_update_interval"):
