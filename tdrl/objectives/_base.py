@@ -284,7 +284,7 @@ class LossModule(nn.Module):
         stacked = getattr(module, "params", None)
         ensemble = isinstance(stacked, TensorDictParams)  # a QEnsemble: members stacked
         if not target or network not in self._targets:
-            live = stacked if ensemble else TensorDict.from_module(module)
+            live: TensorDictBase = stacked if ensemble else TensorDict.from_module(module)
             # As TorchRL: a network without a target copy serves its live weights, detached
             # (same storage), as ``target_<network>_params``.
             return live.data if target else live

@@ -205,18 +205,73 @@ class PolicyGradientLoss(LossModule):
             sample = dist.rsample((self.samples_mc_entropy,))
             return -dist.log_prob(sample).mean(0)
 
-    def _critic_loss(self, td: TensorDictBase) -> tuple[Tensor, Tensor]:
-        assert self.critic_network is not None
-        target = td.get(self.tensor_keys.value_target)
-        old = td.get(self.tensor_keys.value, None)
+    def _critic_terms(self, td: TensorDictBase) -> tuple[Tensor, Tensor | None, Tensor]:
+        """``(critic_coeff * per-element loss, value clip fraction or None, explained var.)``."""
+        where = f"{type(self).__name__}.loss_critic"
+        if self.critic_network is None:
+            raise RuntimeError(
+                f"{where}: this loss has no critic (got critic_network=None; expected a value "
+                "module). Build the loss with a critic_network."
+            )
+        keys = self.tensor_keys
+        target = td.get(keys.value_target, None)
+        if target is None:
+            raise KeyError(
+                f"{where}: the value target {keys.value_target!r} is missing (available keys: "
+                f"{sorted(map(str, td.keys(True, True)))}). Run the value estimator on the "
+                "batch first (loss.value_estimator(batch))."
+            )
+        old = None
+        if self.clip_value is not None:
+            old = td.get(keys.value, None)
+            if old is None:
+                raise KeyError(
+                    f"{where}: clip_value={self.clip_value} needs the collection-time value "
+                    f"{keys.value!r} (got none; available keys: "
+                    f"{sorted(map(str, td.keys(True, True)))}). Store the critic's value."
+                )
         inputs = td.select(*self.critic_network.in_keys, strict=False)
-        value = self.critic_network(inputs).get(self.tensor_keys.value)
+        value = self.critic_network(inputs).get(keys.value)
         loss = distance_loss(value, target, self.loss_critic_type, strict_shape=False)
-        if self.clip_value is not None and old is not None:
-            clipped = old + (value - old).clamp(-self.clip_value, self.clip_value)
-            loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type, False))
+        clip_fraction = None
+        if old is not None and self.clip_value is not None:
+            change = value - old
+            clipped = change.clamp(-self.clip_value, self.clip_value)
+            loss = torch.maximum(
+                loss, distance_loss(old + clipped, target, self.loss_critic_type, False)
+            )
+            clip_fraction = (change != clipped).float().mean().detach()
         explained = 1 - (target - value).var() / target.var().clamp_min(1e-8)
-        return self.critic_coeff * loss.mean(), explained.detach()
+        return self.critic_coeff * loss, clip_fraction, explained.detach()
+
+    def loss_critic(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor | None]:
+        """The critic's loss, as TorchRL's A2C/REINFORCE ``loss_critic``.
+
+        Args:
+            tensordict: a batch holding the value target (run the value estimator first) and,
+                with ``clip_value``, the collection-time value.
+
+        Returns:
+            ``(critic_coeff * distance(value, value_target), value_clip_fraction)``: the loss
+            per element (``forward`` averages it) and the fraction of clipped values (None
+            without ``clip_value``).
+
+        Raises:
+            KeyError: the value target (or, with ``clip_value``, the stored value) is missing.
+            RuntimeError: the loss has no critic.
+
+        Examples:
+            >>> from tdrl.objectives import A2CLoss
+            >>> from tdrl.testing import (make_categorical_actor, make_state_value_net,
+            ...     make_transition_batch)
+            >>> loss = A2CLoss(make_categorical_actor(), make_state_value_net())
+            >>> batch = loss.value_estimator(make_transition_batch(batch=(2, 5), action="one_hot"))
+            >>> value_loss, clip_fraction = loss.loss_critic(batch)
+            >>> value_loss.shape, clip_fraction
+            (torch.Size([2, 5, 1]), None)
+        """
+        loss, clip_fraction, _ = self._critic_terms(tensordict)
+        return loss, clip_fraction
 
     def _objective(
         self,
@@ -243,7 +298,10 @@ class PolicyGradientLoss(LossModule):
             out["loss_entropy"] = -self.entropy_coeff * mean_entropy
             out["entropy"] = mean_entropy.detach()
         if self.critic_network is not None:
-            out[self._critic_key], explained = self._critic_loss(td)
+            loss, clip_fraction, explained = self._critic_terms(td)
+            out[self._critic_key] = loss.mean()
+            if clip_fraction is not None:
+                out["value_clip_fraction"] = clip_fraction
             if self._log_explained_variance:
                 out["explained_variance"] = explained
         return TensorDict(out, batch_size=[])

@@ -62,6 +62,33 @@ class PPOLoss(PolicyGradientLoss):
         ['clip_fraction', 'entropy', 'kl_approx', 'loss_entropy', 'loss_objective']
     """
 
+    def loss_critic(  # type: ignore[override]
+        self, tensordict: TensorDictBase
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """The critic's loss, as TorchRL's PPO ``loss_critic``.
+
+        Args:
+            tensordict: a batch holding the value target (run the value estimator first) and,
+                with ``clip_value``, the collection-time value.
+
+        Returns:
+            ``(critic_coeff * distance(value, value_target), value_clip_fraction,
+            explained_variance)``: the loss per element (``forward`` averages it), the
+            fraction of clipped values (None without ``clip_value``) and the explained
+            variance (None when ``log_explained_variance`` is off).
+
+        Examples:
+            >>> from tdrl.testing import (make_categorical_actor, make_state_value_net,
+            ...     make_transition_batch)
+            >>> loss = ClipPPOLoss(make_categorical_actor(), make_state_value_net())
+            >>> batch = loss.value_estimator(make_transition_batch(batch=(2, 5), action="one_hot"))
+            >>> value_loss, clip_fraction, explained = loss.loss_critic(batch)
+            >>> value_loss.shape, clip_fraction, explained.shape
+            (torch.Size([2, 5, 1]), None, torch.Size([]))
+        """
+        loss, clip_fraction, explained = self._critic_terms(tensordict)
+        return loss, clip_fraction, explained if self._log_explained_variance else None
+
     def _ratio(self, td: TensorDictBase, log_prob: Tensor) -> tuple[Tensor, Tensor]:
         key = self.tensor_keys.sample_log_prob
         old = td.get(key, None)

@@ -111,3 +111,72 @@ def test_gae_with_the_tutorial_params_equals_the_plain_call():
         )
     torch.testing.assert_close(got["advantage"], plain["advantage"])
     torch.testing.assert_close(got["value_target"], plain["value_target"])
+
+
+def _critic_batch(critic, clip_old=None):
+    batch = make_transition_batch(batch=(8,), action="one_hot")
+    batch["advantage"] = torch.randn(8, 1)
+    batch["value_target"] = torch.randn(8, 1)
+    batch["action_log_prob"] = torch.full((8,), -0.7)
+    if clip_old is not None:
+        with torch.no_grad():
+            batch["state_value"] = critic(batch.copy())["state_value"] + clip_old
+    return batch
+
+
+@pytest.mark.parametrize("cls", [ClipPPOLoss, A2CLoss, ReinforceLoss])
+def test_loss_critic_is_the_per_element_distance_times_critic_coeff(cls):
+    torch.manual_seed(0)
+    critic = make_state_value_net()
+    loss = cls(make_categorical_actor(), critic, critic_coeff=0.5, loss_critic_type="l2")
+    batch = _critic_batch(critic)
+    parts = loss.loss_critic(batch)
+    assert len(parts) == (3 if cls is ClipPPOLoss else 2)  # TorchRL's return tuples
+    value = critic(batch.copy())["state_value"]
+    expected = 0.5 * (value - batch["value_target"]) ** 2
+    torch.testing.assert_close(parts[0], expected)
+    assert parts[1] is None  # no clip_value
+    key = "loss_value" if cls is ReinforceLoss else "loss_critic"
+    torch.testing.assert_close(loss(batch)[key], expected.mean())
+
+
+def test_loss_critic_explained_variance_follows_the_flag():
+    critic = make_state_value_net()
+    batch = _critic_batch(critic)
+    on = ClipPPOLoss(make_categorical_actor(), critic).loss_critic(batch)[2]
+    value = critic(batch.copy())["state_value"]
+    target = batch["value_target"]
+    torch.testing.assert_close(on, 1 - (target - value).var() / target.var())
+    off = ClipPPOLoss(make_categorical_actor(), critic, log_explained_variance=False)
+    assert off.loss_critic(batch)[2] is None
+
+
+def test_value_clipping_reports_the_clip_fraction():
+    torch.manual_seed(0)
+    critic = make_state_value_net()
+    shift = torch.tensor([0.5, -0.5, 0.05, -0.05, 0.5, 0.0, 0.3, -0.3]).unsqueeze(-1)
+    batch = _critic_batch(critic, clip_old=shift)  # stored value = value + shift
+    loss = ClipPPOLoss(make_categorical_actor(), critic, clip_value=0.1, loss_critic_type="l2")
+    _, clip_fraction, _ = loss.loss_critic(batch)
+    # |value - old| = |shift| exceeds 0.1 for five of the eight samples.
+    torch.testing.assert_close(clip_fraction, torch.tensor(5 / 8))
+    torch.testing.assert_close(loss(batch)["value_clip_fraction"], torch.tensor(5 / 8))
+
+
+@pytest.mark.parametrize("cls", [ClipPPOLoss, A2CLoss])
+def test_value_clipping_without_the_stored_value_raises(cls):
+    # TorchRL raises; tdrl silently skipped the clipping before.
+    critic = make_state_value_net()
+    loss = cls(make_categorical_actor(), critic, clip_value=0.1)
+    batch = _critic_batch(critic)
+    with pytest.raises(KeyError, match=r"clip_value=0\.1 needs the collection-time value"):
+        loss(batch)
+
+
+def test_loss_critic_needs_the_value_target():
+    critic = make_state_value_net()
+    batch = _critic_batch(critic).exclude("value_target")
+    with pytest.raises(KeyError, match=r"the value target .+ is missing"):
+        ClipPPOLoss(make_categorical_actor(), critic).loss_critic(batch)
+    with pytest.raises(RuntimeError, match="has no critic"):
+        ClipPPOLoss(make_categorical_actor()).loss_critic(batch)
