@@ -119,8 +119,8 @@ class TensorSpec(abc.ABC):
         return torch.ones(self._full_shape(shape), dtype=self.dtype, device=self.device)
 
     @abc.abstractmethod
-    def project(self, x: Any) -> Any:
-        """Maps ``x`` (already of the right shape) into the domain."""
+    def project(self, val: Any) -> Any:
+        """Maps ``val`` (already of the right shape) into the domain."""
 
     def _in_domain(self, x: torch.Tensor) -> bool:
         return True
@@ -161,8 +161,8 @@ class TensorSpec(abc.ABC):
             )
         return None
 
-    def is_in(self, x: Any) -> bool:
-        """Whether ``x`` matches the spec shape (extra leading dims allowed), dtype and domain.
+    def is_in(self, val: Any) -> bool:
+        """Whether ``val`` matches the spec shape (extra leading dims allowed), dtype and domain.
 
         Examples:
             >>> from tdrl.specs import Categorical
@@ -170,7 +170,7 @@ class TensorSpec(abc.ABC):
             >>> spec.is_in(torch.tensor(2)), spec.is_in(torch.tensor(3))
             (True, False)
         """
-        return self._meta_ok(x) and self._in_domain(x)
+        return self._meta_ok(val) and self._in_domain(val)
 
     def check_shape_dtype(self, x: Any, key: Any = None) -> None:
         """Cheap metadata-only check of shape and dtype (no pass over the data).
@@ -186,7 +186,7 @@ class TensorSpec(abc.ABC):
             where = f"{type(self).__name__}.check_shape_dtype"
             raise SpecError(self._meta_error(x, key, where) or f"{where}: invalid value.")
 
-    def assert_is_in(self, x: Any, key: Any = None) -> None:
+    def assert_is_in(self, value: Any, key: Any = None) -> None:
         """Like :meth:`is_in` but raises a :class:`~tdrl.errors.SpecError` that says why.
 
         Examples:
@@ -197,12 +197,12 @@ class TensorSpec(abc.ABC):
             tdrl.errors.SpecError: Bounded.assert_is_in: value for key 'a' is out of bounds ...
         """
         where = f"{type(self).__name__}.assert_is_in"
-        msg = self._meta_error(x, key, where)
+        msg = self._meta_error(value, key, where)
         if msg is not None:
             raise SpecError(msg)
-        if not self._in_domain(x):
+        if not self._in_domain(value):
             raise SpecError(
-                f"{where}: value{_for_key(key)} {self._describe_violation(x)}; expected"
+                f"{where}: value{_for_key(key)} {self._describe_violation(value)}; expected"
                 f" {self._domain_text()}). Use spec.project(value) or fix the producer."
             )
 

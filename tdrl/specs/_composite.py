@@ -402,8 +402,8 @@ class Composite(TensorSpec):
         """
         return self._build("one", shape)
 
-    def is_in(self, td: Any) -> bool:
-        """Whether every entry of the spec is in ``td`` and inside its spec (extra keys ignored).
+    def is_in(self, val: Any) -> bool:
+        """Whether every entry of the spec is in ``val`` and inside its spec (extra keys ignored).
 
         Examples:
             >>> from tdrl.specs import Bounded
@@ -411,9 +411,9 @@ class Composite(TensorSpec):
             >>> spec.is_in(spec.rand()), spec.is_in(TensorDict(a=torch.tensor(2.0)))
             (True, False)
         """
-        if not isinstance(td, TensorDictBase):
+        if not isinstance(val, TensorDictBase):
             return False
-        get = _getter(td)
+        get = _getter(val)
         for k, spec in self._specs.items():
             value = get(k, None)
             if value is None or not spec.is_in(value):
@@ -444,7 +444,7 @@ class Composite(TensorSpec):
         get = _getter(td)
         return all(spec._meta_ok(get(k, None)) for k, spec in self._specs.items())
 
-    def assert_is_in(self, td: Any, key: Any = None) -> None:
+    def assert_is_in(self, value: Any, key: Any = None) -> None:
         """Raises a :class:`~tdrl.errors.SpecError` naming the first bad or missing key.
 
         Examples:
@@ -454,7 +454,7 @@ class Composite(TensorSpec):
             ...
             tdrl.errors.SpecError: Composite.assert_is_in: key ('a', 'b') is missing ...
         """
-        self._walk_check(td, key, "assert_is_in")
+        self._walk_check(value, key, "assert_is_in")
 
     def check_shape_dtype(self, td: Any, key: Any = None) -> None:
         """Metadata-only check of every entry (see :meth:`TensorSpec.check_shape_dtype`).
@@ -467,7 +467,7 @@ class Composite(TensorSpec):
         if not self._meta_ok(td):  # the fast path builds no key or message
             self._walk_check(td, key, "check_shape_dtype")
 
-    def project(self, td: TensorDictBase) -> TensorDictBase:
+    def project(self, val: TensorDictBase) -> TensorDictBase:
         """A new TensorDict whose spec entries are projected (other entries kept, input intact).
 
         Examples:
@@ -476,8 +476,8 @@ class Composite(TensorSpec):
             >>> spec.project(TensorDict(a=torch.tensor(3.0)))["a"].item()
             1.0
         """
-        out = td.clone(recurse=False)
-        get = _getter(td)
+        out = val.clone(recurse=False)
+        get = _getter(val)
         for k, spec in self._specs.items():
             value = get(k, None)
             if value is not None:

@@ -22,7 +22,7 @@ class Unbounded(TensorSpec):
     random integers (0 to 9) for other integer dtypes.
 
     Args:
-        shape: the spec shape (int, tuple or torch.Size).
+        shape: the spec shape (int, tuple or torch.Size; default ``(1,)``, as TorchRL).
         device: where values live (default CPU).
         dtype: the value dtype.
 
@@ -34,9 +34,8 @@ class Unbounded(TensorSpec):
 
     def __init__(
         self,
-        shape: ShapeLike = (),
+        shape: ShapeLike = (1,),
         device: DeviceLike = None,
-        *,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__(shape, leaf_device(device), dtype)
@@ -65,14 +64,14 @@ class Unbounded(TensorSpec):
             return torch.randint(0, 10, full, dtype=self.dtype, device=self.device)
         return torch.randn(full, dtype=self.dtype, device=self.device)
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """Returns ``x`` cast to the spec dtype (every value is inside the domain).
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """Returns ``val`` cast to the spec dtype (every value is inside the domain).
 
         Examples:
             >>> Unbounded().project(torch.tensor(3)).dtype
             torch.float32
         """
-        return x.to(self.dtype)
+        return val.to(self.dtype)
 
 
 class Bounded(TensorSpec):
@@ -104,7 +103,6 @@ class Bounded(TensorSpec):
         self,
         low: float | torch.Tensor,
         high: float | torch.Tensor,
-        *,
         shape: ShapeLike | None = None,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.float32,
@@ -178,16 +176,16 @@ class Bounded(TensorSpec):
     def _domain_text(self) -> str:
         return f"within [{_fmt(self.low)}, {_fmt(self.high)}]"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """Clamps ``x`` into ``[low, high]`` (integer specs round first).
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """Clamps ``val`` into ``[low, high]`` (integer specs round first).
 
         Examples:
             >>> Bounded(0, 3, dtype=torch.int64).project(torch.tensor([-1.2, 2.6, 9.0])).tolist()
             [0, 3, 3]
         """
-        if _is_int(self.dtype) and x.is_floating_point():
-            x = x.round()
-        return x.to(self.dtype).clamp(self.low, self.high)
+        if _is_int(self.dtype) and val.is_floating_point():
+            val = val.round()
+        return val.to(self.dtype).clamp(self.low, self.high)
 
     def _repr_domain(self) -> list[str]:
         return [f"low={_fmt(self.low)}", f"high={_fmt(self.high)}"]

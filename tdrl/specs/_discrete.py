@@ -15,6 +15,7 @@ from tdrl.specs._utils import (
     as_shape,
     leaf_device,
     nearest_allowed,
+    refuse_register,
     sample_allowed,
     to_index,
 )
@@ -110,7 +111,6 @@ class Categorical(_MaskedSpec):
         self,
         n: int,
         shape: ShapeLike = (),
-        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.int64,
         mask: torch.Tensor | None = None,
@@ -178,28 +178,30 @@ class Categorical(_MaskedSpec):
         masked = " allowed by the mask" if self.mask is not None else ""
         return f"integers in [0, {self.n - 1}]{masked}"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """Rounds and clamps ``x`` to ``[0, n)``; with a mask, moves to the closest allowed index.
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """Rounds and clamps ``val`` to ``[0, n)``; with a mask, moves to the closest allowed index.
 
         Examples:
             >>> spec = Categorical(4, mask=torch.tensor([True, False, False, True]))
             >>> spec.project(torch.tensor([1, 2, 7])).tolist()
             [0, 3, 3]
         """
-        idx = to_index(x)
+        idx = to_index(val)
         allowed = None if self.mask is None else self.mask.expand(*idx.shape, self.n)
         if allowed is None:
             return idx.clamp(0, self.n - 1).to(self.dtype)
         return nearest_allowed(idx, allowed).to(self.dtype)
 
-    def to_one_hot(self, x: torch.Tensor) -> torch.Tensor:
-        """One-hot (bool) encoding of indices ``x``: shape ``(*x.shape, n)``.
+    def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """One-hot (bool) encoding of indices ``val``: shape ``(*val.shape, n)``.
 
         Examples:
             >>> Categorical(3).to_one_hot(torch.tensor(1)).tolist()
             [False, True, False]
         """
-        return F.one_hot(x.long(), self.n).bool()
+        if safe:  # TorchRL: check the value against the spec first
+            self.assert_is_in(val)
+        return F.one_hot(val.long(), self.n).bool()
 
     def to_one_hot_spec(self) -> OneHot:
         """The matching :class:`OneHot` spec (mask included).
@@ -234,6 +236,7 @@ class OneHot(_MaskedSpec):
         shape: the spec shape, ending with ``n`` (default ``(n,)``).
         device: where values live (default CPU).
         dtype: value dtype (bool by default; integer dtypes hold 0/1).
+        use_register: only False (TorchRL's value register is not supported).
         mask: optional boolean mask broadcastable to ``shape``; True = allowed.
 
     Examples:
@@ -250,11 +253,12 @@ class OneHot(_MaskedSpec):
         self,
         n: int,
         shape: ShapeLike | None = None,
-        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.bool,
+        use_register: bool = False,
         mask: torch.Tensor | None = None,
     ) -> None:
+        refuse_register("OneHot", use_register)
         full = torch.Size((n,)) if shape is None else as_shape(shape)
         if len(full) == 0 or full[-1] != n:
             raise ValueError(
@@ -308,26 +312,28 @@ class OneHot(_MaskedSpec):
         masked = " on allowed entries" if self.mask is not None else ""
         return f"exactly one True per row of size {self.n}{masked}"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """The one-hot vector of the largest allowed entry of ``x``.
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """The one-hot vector of the largest allowed entry of ``val``.
 
         Examples:
             >>> OneHot(3).project(torch.tensor([0.2, 0.9, 0.1])).tolist()
             [False, True, False]
         """
-        scores = x.to(torch.float32)
+        scores = val.to(torch.float32)
         if self.mask is not None:
             scores = scores.masked_fill(~self.mask, float("-inf"))
         return F.one_hot(scores.argmax(-1), self.n).to(self.dtype)
 
-    def to_categorical(self, x: torch.Tensor) -> torch.Tensor:
-        """Indices of the True entries: shape ``x.shape[:-1]``.
+    def to_categorical(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Indices of the True entries: shape ``val.shape[:-1]``.
 
         Examples:
             >>> OneHot(3).to_categorical(torch.tensor([False, False, True])).item()
             2
         """
-        return x.to(torch.uint8).argmax(-1)
+        if safe:  # TorchRL: check the value against the spec first
+            self.assert_is_in(val)
+        return val.to(torch.uint8).argmax(-1)
 
     def to_categorical_spec(self) -> Categorical:
         """The matching :class:`Categorical` spec (mask included).
@@ -361,11 +367,11 @@ class Binary(TensorSpec):
         n: size of the last dim (inferred from ``shape`` when omitted).
         shape: the spec shape, ending with ``n`` (default ``(n,)``).
         device: where values live (default CPU).
-        dtype: value dtype (bool by default; integer/float dtypes hold 0/1).
+        dtype: value dtype (int8 by default, as TorchRL; bool/float dtypes hold 0/1 too).
 
     Examples:
         >>> spec = Binary(4)
-        >>> spec.rand().shape, spec.is_in(torch.tensor([True, False, True, True]))
+        >>> spec.rand().shape, spec.is_in(torch.tensor([1, 0, 1, 1], dtype=torch.int8))
         (torch.Size([4]), True)
     """
 
@@ -375,9 +381,8 @@ class Binary(TensorSpec):
         self,
         n: int | None = None,
         shape: ShapeLike | None = None,
-        *,
         device: DeviceLike = None,
-        dtype: torch.dtype = torch.bool,
+        dtype: torch.dtype = torch.int8,
     ) -> None:
         if shape is None and n is None:
             raise ValueError(
@@ -422,16 +427,16 @@ class Binary(TensorSpec):
     def _domain_text(self) -> str:
         return "values in {0, 1}"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """Thresholds ``x`` at 0.5.
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """Thresholds ``val`` at 0.5.
 
         Examples:
             >>> Binary(3).project(torch.tensor([0.2, 0.7, 3.0])).tolist()
-            [False, True, True]
+            [0, 1, 1]
         """
-        if x.dtype is torch.bool:
-            return x.to(self.dtype)
-        return (x > 0.5).to(self.dtype)
+        if val.dtype is torch.bool:
+            return val.to(self.dtype)
+        return (val > 0.5).to(self.dtype)
 
     def cardinality(self) -> int:
         """Number of distinct vectors: ``2 ** n``.

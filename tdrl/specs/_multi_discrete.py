@@ -17,6 +17,7 @@ from tdrl.specs._utils import (
     as_shape,
     leaf_device,
     nearest_allowed,
+    refuse_register,
     sample_allowed,
     to_index,
 )
@@ -79,6 +80,8 @@ class MultiCategorical(_MultiBase):
         dtype: integer value dtype.
         mask: optional boolean mask broadcastable to ``(*shape[:-1], sum(nvec))``, the
             sub-action masks laid end to end; True = allowed.
+        remove_singleton: accepted for TorchRL compatibility; samples keep their
+            ``len(nvec)`` dim even when it is 1 (tdrl never squeezes it).
 
     Examples:
         >>> spec = MultiCategorical([3, 2])
@@ -93,10 +96,10 @@ class MultiCategorical(_MultiBase):
         self,
         nvec: Sequence[int] | torch.Tensor,
         shape: ShapeLike | None = None,
-        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.int64,
         mask: torch.Tensor | None = None,
+        remove_singleton: bool = True,
     ) -> None:
         self.nvec = _as_nvec(nvec, "MultiCategorical.__init__")
         full = torch.Size((len(self.nvec),)) if shape is None else as_shape(shape)
@@ -159,26 +162,28 @@ class MultiCategorical(_MultiBase):
         masked = " allowed by the mask" if self.mask is not None else ""
         return f"entry i in [0, nvec[i]) with nvec={list(self.nvec)}{masked}"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
+    def project(self, val: torch.Tensor) -> torch.Tensor:
         """Moves every sub-action to its closest allowed value.
 
         Examples:
             >>> MultiCategorical([3, 2]).project(torch.tensor([5, -1])).tolist()
             [2, 0]
         """
-        idx = to_index(x)
+        idx = to_index(val)
         allowed = self._padded_allowed(idx.shape[: idx.ndim - self.ndim])
         return nearest_allowed(idx, allowed).to(self.dtype)
 
-    def to_one_hot(self, x: torch.Tensor) -> torch.Tensor:
-        """Concatenated one-hot encoding: shape ``(*x.shape[:-1], sum(nvec))``.
+    def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Concatenated one-hot encoding: shape ``(*val.shape[:-1], sum(nvec))``.
 
         Examples:
             >>> MultiCategorical([2, 3]).to_one_hot(torch.tensor([1, 0])).long().tolist()
             [0, 1, 1, 0, 0]
         """
-        out = torch.zeros(*x.shape[:-1], sum(self.nvec), dtype=torch.bool, device=x.device)
-        pos = x.long() + self._layout.offsets
+        if safe:  # TorchRL: check the value against the spec first
+            self.assert_is_in(val)
+        out = torch.zeros(*val.shape[:-1], sum(self.nvec), dtype=torch.bool, device=val.device)
+        pos = val.long() + self._layout.offsets
         return out.scatter_(-1, pos, True)
 
     def to_one_hot_spec(self) -> MultiOneHot:
@@ -200,6 +205,7 @@ class MultiOneHot(_MultiBase):
         shape: the spec shape, ending with ``sum(nvec)`` (default ``(sum(nvec),)``).
         device: where values live (default CPU).
         dtype: value dtype (bool by default).
+        use_register: only False (TorchRL's value register is not supported).
         mask: optional boolean mask broadcastable to ``shape``; True = allowed.
 
     Examples:
@@ -214,11 +220,12 @@ class MultiOneHot(_MultiBase):
         self,
         nvec: Sequence[int] | torch.Tensor,
         shape: ShapeLike | None = None,
-        *,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.bool,
+        use_register: bool = False,
         mask: torch.Tensor | None = None,
     ) -> None:
+        refuse_register("MultiOneHot", use_register)
         self.nvec = _as_nvec(nvec, "MultiOneHot.__init__")
         total = sum(self.nvec)
         full = torch.Size((total,)) if shape is None else as_shape(shape)
@@ -280,26 +287,28 @@ class MultiOneHot(_MultiBase):
         masked = " on allowed entries" if self.mask is not None else ""
         return f"one True per block of sizes {list(self.nvec)}{masked}"
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
+    def project(self, val: torch.Tensor) -> torch.Tensor:
         """Keeps the largest allowed entry of every block.
 
         Examples:
             >>> MultiOneHot([2, 2]).project(torch.tensor([0.3, 0.1, 0.0, 0.0])).tolist()
             [True, False, True, False]
         """
-        scores = self._layout.to_padded(x.to(torch.float32), float("-inf"))
-        allowed = self._padded_allowed(x.shape[: x.ndim - self.ndim])
+        scores = self._layout.to_padded(val.to(torch.float32), float("-inf"))
+        allowed = self._padded_allowed(val.shape[: val.ndim - self.ndim])
         scores = scores.masked_fill(~allowed, float("-inf"))
         return self._encode(scores.argmax(-1))
 
-    def to_categorical(self, x: torch.Tensor) -> torch.Tensor:
-        """Index of the True entry of every block: shape ``(*x.shape[:-1], len(nvec))``.
+    def to_categorical(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Index of the True entry of every block: shape ``(*val.shape[:-1], len(nvec))``.
 
         Examples:
             >>> MultiOneHot([2, 3]).to_categorical(torch.tensor([0, 1, 0, 1, 0])).tolist()
             [1, 1]
         """
-        return self._layout.to_padded(x.to(torch.float32), float("-inf")).argmax(-1)
+        if safe:  # TorchRL: check the value against the spec first
+            self.assert_is_in(val)
+        return self._layout.to_padded(val.to(torch.float32), float("-inf")).argmax(-1)
 
     def to_categorical_spec(self) -> MultiCategorical:
         """The matching :class:`MultiCategorical` spec (mask included).

@@ -79,23 +79,23 @@ class NonTensor(TensorSpec):
             )
         return None
 
-    def is_in(self, x: Any) -> bool:
+    def is_in(self, val: Any) -> bool:
         """True for any ``NonTensorData``/``NonTensorStack``.
 
         Examples:
             >>> NonTensor().is_in(torch.zeros(1))
             False
         """
-        return bool(is_non_tensor(x))
+        return bool(is_non_tensor(val))
 
-    def project(self, x: Any) -> Any:
-        """Returns ``x`` unchanged.
+    def project(self, val: Any) -> Any:
+        """Returns ``val`` unchanged.
 
         Examples:
             >>> NonTensor().project("a")
             'a'
         """
-        return x
+        return val
 
     def encode(self, val: Any) -> Any:
         """Wraps ``val`` in a ``NonTensorData`` of the spec shape (non-tensor data passes through).

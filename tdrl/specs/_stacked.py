@@ -204,8 +204,8 @@ class StackedComposite(TensorSpec):
             return None
         return list(td.unbind(lead + self.dim))
 
-    def is_in(self, td: Any) -> bool:
-        """Whether each slice of ``td`` along the stack dim is in its Composite.
+    def is_in(self, val: Any) -> bool:
+        """Whether each slice of ``val`` along the stack dim is in its Composite.
 
         Examples:
             >>> from tdrl.specs import Bounded, Composite
@@ -214,7 +214,7 @@ class StackedComposite(TensorSpec):
             >>> spec.is_in(spec.rand()), spec.is_in(spec.one() * 2)
             (True, False)
         """
-        parts = self._parts(td)
+        parts = self._parts(val)
         return parts is not None and all(s.is_in(p) for s, p in zip(self.specs, parts))
 
     def _meta_ok(self, td: Any) -> bool:
@@ -241,7 +241,7 @@ class StackedComposite(TensorSpec):
             except SpecError as err:
                 raise SpecError(f"{where}: element {i} of dim {self.dim}: {err}") from err
 
-    def assert_is_in(self, td: Any, key: Any = None) -> None:
+    def assert_is_in(self, value: Any, key: Any = None) -> None:
         """Raises a :class:`~tdrl.errors.SpecError` naming the element and key that fail.
 
         Examples:
@@ -249,7 +249,7 @@ class StackedComposite(TensorSpec):
             >>> a, b = Composite(x=Bounded(0.0, 1.0)), Composite(x=Bounded(0.0, 1.0, shape=(2,)))
             >>> stack_specs([a, b]).assert_is_in(stack_specs([a, b]).zero())
         """
-        self._check(td, key, "assert_is_in")
+        self._check(value, key, "assert_is_in")
 
     def check_shape_dtype(self, td: Any, key: Any = None) -> None:
         """Metadata-only check of every element.
@@ -262,7 +262,7 @@ class StackedComposite(TensorSpec):
         if not self._meta_ok(td):
             self._check(td, key, "check_shape_dtype")
 
-    def project(self, td: Any) -> LazyStackedTensorDict:
+    def project(self, val: Any) -> LazyStackedTensorDict:
         """A lazy stack of the projected elements.
 
         Examples:
@@ -272,8 +272,8 @@ class StackedComposite(TensorSpec):
             >>> spec.is_in(spec.project(spec.one() * 3))
             True
         """
-        parts = self._split(td, None, "StackedComposite.project")
-        lead = td.batch_dims - self.ndim
+        parts = self._split(val, None, "StackedComposite.project")
+        lead = val.batch_dims - self.ndim
         return self._lazy([s.project(p) for s, p in zip(self.specs, parts)], lead)
 
     def encode(self, vals: Sequence[Any]) -> LazyStackedTensorDict:

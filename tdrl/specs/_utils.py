@@ -142,3 +142,12 @@ class SegmentLayout:
     def from_padded(self, padded: torch.Tensor) -> torch.Tensor:
         """``[..., k, max_n]`` -> ``[..., sum(nvec)]``."""
         return padded.flatten(-2).index_select(-1, self.pad_index)
+
+
+def refuse_register(owner: str, use_register: bool) -> None:
+    """TorchRL's ``use_register`` (a lookup table of encoded values) is not supported."""
+    if use_register:
+        raise ValueError(
+            f"{owner}.__init__: use_register=True is not supported (got True; expected False): "
+            "tdrl encodes values without a register. Drop the argument."
+        )

@@ -128,7 +128,7 @@ def test_shape_mismatch_names_key_and_shapes():
     spec = Composite(shape=(4,))
     with pytest.raises(ValueError, match=r"key \('a', 'b'\).*got \(3, 2\); expected \(4, \.\.\.\)"):
         spec["a", "b"] = Unbounded(shape=(3, 2))
-    with pytest.raises(ValueError, match=r"key 'obs'.*got \(\); expected \(4, \.\.\.\)"):
+    with pytest.raises(ValueError, match=r"key 'obs'.*got \(1,\); expected \(4, \.\.\.\)"):
         Composite(obs=Unbounded(), shape=(4,))
 
 

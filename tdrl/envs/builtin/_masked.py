@@ -83,7 +83,7 @@ class MaskedActionEnv(EnvBase):
         b, n, dev = self.batch_size, self.n_actions, self.device
         self.full_observation_spec = Composite(
             observation=Bounded(0.0, 1.0, shape=(*b, n), device=dev),
-            action_mask=Binary(n, shape=(*b, n), device=dev),
+            action_mask=Binary(n, shape=(*b, n), device=dev, dtype=torch.bool),
             shape=b,
         )
         self.action_spec = discrete_action_spec(n, b, dev, categorical_action_encoding)
