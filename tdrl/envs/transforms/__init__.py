@@ -8,12 +8,14 @@ replay-buffer sample) and inside :class:`Compose`.
 - Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum`, :class:`InitTracker`,
   :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
 - Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
-  :class:`RewardClipping`, :class:`ClipTransform`.
+  :class:`RewardClipping`, :class:`ClipTransform`, :class:`SignTransform`,
+  :class:`BinarizeReward`.
 - Types and devices: :class:`DTypeCastTransform`, :class:`DoubleToFloat`, :class:`DeviceCastTransform`.
 - Keys and shapes: :class:`CatTensors`, :class:`RenameTransform`,
   :class:`ExcludeTransform`, :class:`SelectTransform`, :class:`UnsqueezeTransform`, :class:`FlattenObservation`.
+  :class:`SqueezeTransform`, :class:`PermuteTransform`.
 - Frames and images: :class:`CatFrames`, :class:`ToTensorImage`, :class:`Resize`,
-  :class:`GrayScale`.
+  :class:`GrayScale`, :class:`Crop`, :class:`CenterCrop`.
 - Env control: :class:`FrameSkipTransform`, :class:`NoopResetEnv`.
 
 Examples:
@@ -32,7 +34,7 @@ from tdrl.envs.transforms._compose import Compose
 from tdrl.envs.transforms._control import FrameSkipTransform, NoopResetEnv
 from tdrl.envs.transforms._env import TransformedEnv
 from tdrl.envs.transforms._episode import InitTracker, RewardSum
-from tdrl.envs.transforms._images import GrayScale, Resize, ToTensorImage
+from tdrl.envs.transforms._images import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from tdrl.envs.transforms._key_ops import (
     CatTensors,
     ExcludeTransform,
@@ -41,17 +43,31 @@ from tdrl.envs.transforms._key_ops import (
 )
 from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._primer import TensorDictPrimer
-from tdrl.envs.transforms._shapes import FlattenObservation, UnsqueezeTransform
+from tdrl.envs.transforms._shapes import (
+    FlattenObservation,
+    PermuteTransform,
+    SqueezeTransform,
+    UnsqueezeTransform,
+)
 from tdrl.envs.transforms._step_counter import StepCounter
-from tdrl.envs.transforms._value_maps import ClipTransform, RewardClipping, RewardScaling
+from tdrl.envs.transforms._value_maps import (
+    BinarizeReward,
+    ClipTransform,
+    RewardClipping,
+    RewardScaling,
+    SignTransform,
+)
 from tdrl.envs.transforms._vec_norm import VecNorm
 
 __all__ = [
     "ActionMask",
+    "BinarizeReward",
     "CatFrames",
     "CatTensors",
+    "CenterCrop",
     "ClipTransform",
     "Compose",
+    "Crop",
     "DTypeCastTransform",
     "DeviceCastTransform",
     "DoubleToFloat",
@@ -62,12 +78,15 @@ __all__ = [
     "InitTracker",
     "NoopResetEnv",
     "ObservationNorm",
+    "PermuteTransform",
     "RenameTransform",
     "Resize",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "SignTransform",
+    "SqueezeTransform",
     "StepCounter",
     "TensorDictPrimer",
     "ToTensorImage",

@@ -11,6 +11,7 @@ from tensordict.utils import NestedKey
 
 from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._casts import DeviceCastTransform
 from tdrl.envs.transforms._checks import check_transform_output
 from tdrl.envs.transforms._compose import Compose, _nodes
 from tdrl.envs.transforms._env_up_to import EnvUpTo
@@ -46,8 +47,15 @@ class TransformedEnv(EnvBase):
     against its specs once (names the transform, the key and the available keys).
 
     Args:
-        env: the env to transform (any EnvBase, batched envs included).
+        base_env: the env to transform (any EnvBase, batched envs included).
         transform: a Transform, a Compose, or ``None`` for none yet.
+        cache_specs: must stay ``True``: the specs are cached and recomputed whenever the
+            transform list changes (TorchRL's per-access recomputation is not supported).
+        auto_unwrap: ``None``/``False``: a TransformedEnv given as ``base_env`` stays nested
+            (its transforms run first, the data is what TorchRL's unwrapped chain gives);
+            ``True`` (TorchRL's flattening into one TransformedEnv) is not supported.
+        device: the device of the data (keyword-only): when it is not the base env's, a
+            :class:`DeviceCastTransform` to it comes first.
 
     Attributes:
         base_env: the wrapped env.
@@ -64,12 +72,31 @@ class TransformedEnv(EnvBase):
         ['episode_reward', 'step_count']
     """
 
-    def __init__(self, env: EnvBase, transform: Transform | None = None) -> None:
+    def __init__(
+        self,
+        base_env: EnvBase,
+        transform: Transform | None = None,
+        cache_specs: bool = True,
+        *,
+        auto_unwrap: bool | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        env = base_env
         if not isinstance(env, EnvBase):
             raise TypeError(
-                f"TransformedEnv.__init__: env must be an EnvBase (got {type(env).__name__}). "
-                "Wrap external simulators with a tdrl.envs.libs wrapper first."
+                f"TransformedEnv.__init__: base_env must be an EnvBase (got "
+                f"{type(env).__name__}). Wrap external simulators with a tdrl.envs.libs wrapper."
             )
+        for name, value, ok in (
+            ("cache_specs", cache_specs, True),
+            ("auto_unwrap", auto_unwrap, False),
+        ):
+            if value is not None and value != ok:
+                raise NotImplementedError(
+                    f"TransformedEnv.__init__: {name}={value!r} is not supported (got {value!r}; "
+                    f"expected {ok!r} or the default). Drop {name}: specs are recomputed when "
+                    "the transforms change, and nested TransformedEnvs run in order."
+                )
         self.base_env = env
         self._flat: list[Transform] = []
         self._attached: list[Transform] = []
@@ -85,6 +112,8 @@ class TransformedEnv(EnvBase):
             transform = Compose()
         elif not isinstance(transform, Compose):
             transform = Compose(transform)
+        if device is not None and torch.device(device) != env.device:
+            transform = Compose(DeviceCastTransform(device), *transform)
         self._transform = transform
         self._rebuild()
 

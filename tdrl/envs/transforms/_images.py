@@ -1,4 +1,4 @@
-"""Image transforms in pure torch: ToTensorImage, Resize and GrayScale."""
+"""Image transforms in pure torch: ToTensorImage, Resize, GrayScale, Crop and CenterCrop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg
 from tdrl.specs import Bounded, TensorSpec, Unbounded
 
-__all__ = ["GrayScale", "Resize", "ToTensorImage"]
+__all__ = ["CenterCrop", "Crop", "GrayScale", "Resize", "ToTensorImage"]
 
 
 def _check_image(
@@ -105,13 +105,15 @@ class ToTensorImage(Transform):
 
 
 class Resize(Transform):
-    """Resizes ``[..., C, H, W]`` images to ``(h, w)`` with ``torch.nn.functional.interpolate``.
+    """Resizes ``[..., C, H, W]`` images to ``[..., C, w, h]`` with ``F.interpolate``.
 
-    Integer images are resized in float and rounded back to their dtype.
+    As in TorchRL (which hands ``[w, h]`` to torchvision's ``resize``), ``w`` is the number of
+    rows and ``h`` the number of columns of the result; bilinear and bicubic resizing are
+    antialiased, as there. Integer images are resized in float and rounded back to their dtype.
 
     Args:
-        w: new width.
-        h: new height (default ``w``).
+        w: rows of the result (TorchRL's name).
+        h: columns of the result (default ``w``).
         in_keys: image entries.
         out_keys: where the results go (default: in place).
         interpolation: ``"bilinear"``, ``"nearest"``, ``"bicubic"`` or ``"area"``.
@@ -122,7 +124,7 @@ class Resize(Transform):
         >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
         >>> env.append_transform(Resize(4, 3))
         >>> env.reset()["pixels"].shape
-        torch.Size([3, 3, 4])
+        torch.Size([3, 4, 3])
     """
 
     def __init__(
@@ -147,15 +149,16 @@ class Resize(Transform):
         lead, (c, h, w) = value.shape[:-3], value.shape[-3:]
         flat = value.reshape(-1, c, h, w)
         x = flat if flat.dtype.is_floating_point else flat.float()
-        kwargs = {"align_corners": False} if self.interpolation in ("bilinear", "bicubic") else {}
-        out = F.interpolate(x, size=(self.h, self.w), mode=self.interpolation, **kwargs)
+        smooth = self.interpolation in ("bilinear", "bicubic")
+        kwargs = {"align_corners": False, "antialias": True} if smooth else {}
+        out = F.interpolate(x, size=(self.w, self.h), mode=self.interpolation, **kwargs)
         if not value.dtype.is_floating_point:
             info = torch.iinfo(value.dtype)
             out = out.round().clamp(info.min, info.max)
-        return out.to(value.dtype).reshape(*lead, c, self.h, self.w)
+        return out.to(value.dtype).reshape(*lead, c, self.w, self.h)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
-        shape = torch.Size((*spec.shape[:-2], self.h, self.w))
+        shape = torch.Size((*spec.shape[:-2], self.w, self.h))
         return _same_bounds(spec, shape, spec.dtype or torch.float32)
 
     def extra_repr(self) -> str:
@@ -196,3 +199,98 @@ class GrayScale(Transform):
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         shape = torch.Size((*spec.shape[:-3], 1, *spec.shape[-2:]))
         return _same_bounds(spec, shape, spec.dtype or torch.float32)
+
+
+class Crop(Transform):
+    """Keeps the ``w`` x ``h`` window of ``[..., H, W]`` images whose top-left is ``(top, left)``.
+
+    As in TorchRL (torchvision's ``crop(img, top, left, w, h)``), ``w`` is the number of rows
+    and ``h`` the number of columns kept. The window must lie inside the image.
+
+    Args:
+        w: rows kept.
+        h: columns kept (default ``w``).
+        top: first row.
+        left: first column.
+        in_keys: image entries (``None``: ``"pixels"``).
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> img = torch.arange(20.0).reshape(1, 4, 5)
+        >>> Crop(2, 3, top=1, left=2)(TensorDict(pixels=img))["pixels"].tolist()
+        [[[7.0, 8.0, 9.0], [12.0, 13.0, 14.0]]]
+    """
+
+    def __init__(
+        self,
+        w: int,
+        h: int | None = None,
+        top: int = 0,
+        left: int = 0,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+    ) -> None:
+        super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
+        self.w, self.h = int(w), int(h if h else w)
+        self.top, self.left = int(top), int(left)
+
+    def _window(self, rows: int, cols: int) -> tuple[int, int]:
+        return self.top, self.left
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        _check_image(f"{type(self).__name__}._apply_transform", value, want="[..., H, W]")
+        rows, cols = value.shape[-2:]
+        top, left = self._window(rows, cols)
+        if top < 0 or left < 0 or top + self.w > rows or left + self.h > cols:
+            raise ValueError(
+                f"{type(self).__name__}._apply_transform: the window does not fit the image (got "
+                f"image {rows}x{cols}, window {self.w}x{self.h} at ({top}, {left}); expected it "
+                "inside). Crop a smaller window."
+            )
+        return value[..., top : top + self.w, left : left + self.h]
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        shape = torch.Size((*spec.shape[:-2], self.w, self.h))
+        self._apply_transform(torch.empty(spec.shape, device="meta"))  # checks the window
+        return _same_bounds(spec, shape, spec.dtype or torch.float32)
+
+    def extra_repr(self) -> str:
+        return f"w={self.w}, h={self.h}, top={self.top}, left={self.left}"
+
+
+class CenterCrop(Crop):
+    """Keeps the centred ``w`` x ``h`` window of ``[..., H, W]`` images (``w`` rows, TorchRL).
+
+    The window starts at ``round((H - w) / 2)``, ``round((W - h) / 2)``, as torchvision's
+    ``center_crop`` (which TorchRL calls) places it; it must lie inside the image.
+
+    Args:
+        w: rows kept.
+        h: columns kept (default ``w``).
+        in_keys: image entries (``None``: ``"pixels"``).
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> img = torch.arange(20.0).reshape(1, 4, 5)
+        >>> CenterCrop(2, 3)(TensorDict(pixels=img))["pixels"].tolist()
+        [[[6.0, 7.0, 8.0], [11.0, 12.0, 13.0]]]
+    """
+
+    def __init__(
+        self,
+        w: int,
+        h: int | None = None,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+    ) -> None:
+        super().__init__(w, h, 0, 0, in_keys, out_keys)
+
+    def _window(self, rows: int, cols: int) -> tuple[int, int]:
+        return round((rows - self.w) / 2.0), round((cols - self.h) / 2.0)
+
+    def extra_repr(self) -> str:
+        return f"w={self.w}, h={self.h}"

@@ -1,4 +1,5 @@
-"""Element-wise value maps: RewardScaling, RewardClipping and ClipTransform."""
+"""Element-wise value maps: RewardScaling, RewardClipping, ClipTransform, SignTransform and
+BinarizeReward."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import torch
 from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg
-from tdrl.specs import Bounded, TensorSpec, Unbounded
+from tdrl.specs import Binary, Bounded, TensorSpec, Unbounded
 
-__all__ = ["ClipTransform", "RewardClipping", "RewardScaling"]
+__all__ = ["BinarizeReward", "ClipTransform", "RewardClipping", "RewardScaling", "SignTransform"]
 
 
 class _RewardKeys(Transform):
@@ -193,3 +194,81 @@ class ClipTransform(_Clip):
 
     def _inv_apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         return value.clamp(self.low, self.high)
+
+
+class SignTransform(Transform):
+    """The sign of entries (-1, 0 or 1, same dtype); inputs are replaced by their sign too.
+
+    ``in_keys`` (observations, rewards) get bounded ``[-1, 1]`` specs; ``in_keys_inv``
+    (actions, states) are mapped before the env below reads them (their specs are kept).
+
+    Args:
+        in_keys: entries mapped as the env returns them.
+        out_keys: where the results go (default: in place).
+        in_keys_inv: inputs mapped before each step.
+        out_keys_inv: the names the user writes (default ``in_keys_inv``).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(), SignTransform("observation", "sign"))
+        >>> env.rollout(2)["next", "sign"].flatten().tolist()
+        [1.0, 1.0]
+    """
+
+    def __init__(
+        self,
+        in_keys: KeysArg = None,
+        out_keys: KeysArg = None,
+        in_keys_inv: KeysArg = None,
+        out_keys_inv: KeysArg = None,
+    ) -> None:
+        if in_keys is None and in_keys_inv is None:
+            raise ValueError(
+                "SignTransform.__init__: no keys to map (got in_keys=None, in_keys_inv=None; "
+                "expected at least one of them). Pass e.g. in_keys=['reward']."
+            )
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        return value.sign()
+
+    def _inv_apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        return value.sign()
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        dtype = spec.dtype or torch.float32
+        return Bounded(-1, 1, shape=spec.shape, device=spec.device, dtype=dtype)
+
+
+class BinarizeReward(_RewardKeys):
+    """``1`` where the reward is positive, ``0`` elsewhere (int8, a Binary spec).
+
+    Args:
+        in_keys: rewards to map (``None``: every reward key of the env; ``"reward"`` outside
+            envs); their last dim must be 1.
+        out_keys: where the results go (default: in place).
+
+    Examples:
+        >>> from tdrl.envs.transforms import TransformedEnv
+        >>> from tdrl.testing import CountingEnv
+        >>> env = TransformedEnv(CountingEnv(), BinarizeReward())
+        >>> td = env.rand_step()
+        >>> td["next", "reward"].tolist(), env.full_reward_spec["reward"].dtype
+        ([1], torch.int8)
+    """
+
+    def __init__(self, in_keys: KeysArg = None, out_keys: KeysArg = None) -> None:
+        super().__init__(in_keys, out_keys)
+
+    def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
+        if value.ndim == 0 or value.shape[-1] != 1:
+            raise ValueError(
+                f"BinarizeReward._apply_transform: the reward's last dim must be 1 (got shape "
+                f"{tuple(value.shape)}; expected [..., 1]). Unsqueeze the reward first."
+            )
+        return (value > 0).to(torch.int8)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        self._apply_transform(torch.empty(spec.shape, device="meta"))  # checks the shape
+        return Binary(n=1, shape=spec.shape, device=spec.device)

@@ -1,4 +1,4 @@
-"""ToTensorImage, Resize and GrayScale (pure torch)."""
+"""ToTensorImage, Resize, GrayScale, Crop and CenterCrop (pure torch)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
 
-from tdrl.envs import Compose, GrayScale, Resize, ToTensorImage, TransformedEnv
+from tdrl.envs import (
+    CenterCrop,
+    Compose,
+    Crop,
+    GrayScale,
+    Resize,
+    ToTensorImage,
+    TransformedEnv,
+)
 from tdrl.specs import Bounded
 from tdrl.testing import TransformContract, TransformTestEnv
 
@@ -48,13 +56,14 @@ def test_pipeline_values(batch):
     torch.testing.assert_close(td["img"], img)
     gray = (img * torch.tensor([0.299, 0.587, 0.114]).reshape(3, 1, 1)).sum(-3, keepdim=True)
     torch.testing.assert_close(td["gray"], gray)
+    # TorchRL hands [w, h] to torchvision's antialiased resize: w rows, h columns
     ref = F.interpolate(
-        gray.reshape(-1, 1, 6, 8), size=(3, 4), mode="bilinear", align_corners=False
+        gray.reshape(-1, 1, 6, 8), size=(4, 3), mode="bilinear", align_corners=False, antialias=True
     )
-    torch.testing.assert_close(td["small"], ref.reshape(*batch, 1, 3, 4))
+    torch.testing.assert_close(td["small"], ref.reshape(*batch, 1, 4, 3))
     spec = env.full_observation_spec
     assert isinstance(spec["img"], Bounded) and spec["img"].high.max() == 1.0
-    assert spec["small"].shape == (*batch, 1, 3, 4)
+    assert spec["small"].shape == (*batch, 1, 4, 3)
 
 
 def test_integer_images_keep_their_dtype():
@@ -79,3 +88,33 @@ def test_resize_takes_interpolation_third_as_torchrl():
     assert nearest.tolist() == [[[0.0, 2.0], [8.0, 10.0]]]  # every other pixel, no averaging
     with pytest.raises(ValueError, match="unknown interpolation"):
         Resize(2, 2, "pixels")
+
+
+class TestCropContract(TransformContract):
+    layouts = ("flat",)
+
+    def make_transform(self, layout):
+        return Compose(ToTensorImage(), Crop(4, 5, 1, 2))
+
+
+class TestCenterCropContract(TransformContract):
+    layouts = ("flat",)
+
+    def make_transform(self, layout):
+        return Compose(ToTensorImage(), CenterCrop(3))
+
+
+def test_crop_windows_follow_torchrl():
+    img = torch.arange(2 * 6 * 8.0).reshape(2, 1, 6, 8)
+    td = TensorDict(pixels=img, batch_size=[2])
+    torch.testing.assert_close(Crop(2, 3, 1, 4)(td.clone())["pixels"], img[..., 1:3, 4:7])
+    torch.testing.assert_close(Crop(3)(td.clone())["pixels"], img[..., 0:3, 0:3])
+    # torchvision's center_crop: top = round((6 - 3) / 2) = 2, left = round((8 - 5) / 2) = 2
+    torch.testing.assert_close(CenterCrop(3, 5)(td.clone())["pixels"], img[..., 2:5, 2:7])
+    env = TransformedEnv(TransformTestEnv((2,)), Compose(ToTensorImage(), CenterCrop(4, 2)))
+    assert env.full_observation_spec["pixels"].shape == (2, 3, 4, 2)
+    assert env.reset()["pixels"].shape == (2, 3, 4, 2)
+    with pytest.raises(ValueError, match=r"Crop._apply_transform: the window does not fit"):
+        Crop(4, 4, 3, 0)(td.clone())
+    with pytest.raises(ValueError, match=r"CenterCrop._apply_transform: the window does not fit"):
+        TransformedEnv(TransformTestEnv(), Compose(ToTensorImage(), CenterCrop(7)))

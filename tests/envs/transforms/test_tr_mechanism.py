@@ -10,6 +10,7 @@ from tdrl.envs import (
     CartPoleEnv,
     CatTensors,
     Compose,
+    DeviceCastTransform,
     DoubleToFloat,
     EnvBase,
     InitTracker,
@@ -444,3 +445,18 @@ def test_full_reset_hands_the_input_to_the_base_env_as_torchrl():
     assert kept["x"].tolist() == [1.0, 2.0]  # set_state=False: the input's states are ignored
     with pytest.raises(ValueError, match=r"TransformedEnv.reset: unsupported arguments"):
         env.reset(set_state=True)
+
+
+def test_transformed_env_torchrl_arguments():
+    add = AddTen(in_keys="observation", out_keys="o10")
+    env = TransformedEnv(CountingEnv(), add, True, device="cpu")
+    assert isinstance(env.transform[0], DeviceCastTransform)  # the base env has no device
+    assert env.device == torch.device("cpu")
+    assert env.rollout(2)["next", "o10"].device == torch.device("cpu")
+    inner = TransformedEnv(CountingEnv(), AddTen(in_keys="observation", out_keys="a"))
+    outer = TransformedEnv(inner, AddTen(in_keys="a", out_keys="b"), auto_unwrap=False)
+    assert outer.rollout(1)["next", "b"].item() == 21.0
+    with pytest.raises(NotImplementedError, match="cache_specs=False is not supported"):
+        TransformedEnv(CountingEnv(), None, False)
+    with pytest.raises(NotImplementedError, match="auto_unwrap=True is not supported"):
+        TransformedEnv(CountingEnv(), auto_unwrap=True)

@@ -1,4 +1,4 @@
-"""UnsqueezeTransform and FlattenObservation."""
+"""UnsqueezeTransform, SqueezeTransform, PermuteTransform and FlattenObservation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from tdrl.envs import FlattenObservation, TransformedEnv, UnsqueezeTransform
+from tdrl.envs import (
+    FlattenObservation,
+    PermuteTransform,
+    SqueezeTransform,
+    TransformedEnv,
+    UnsqueezeTransform,
+)
 from tdrl.specs import Bounded
 from tdrl.testing import TransformContract, TransformTestEnv
 
@@ -75,3 +81,47 @@ def test_positive_dims_are_refused():
         FlattenObservation(1, -1)
     with pytest.raises(ValueError, match="first_dim is after last_dim"):
         FlattenObservation(-1, -2)
+
+
+class TestSqueezeContract(TransformContract):
+    def make_transform(self, layout):
+        nested = layout == "nested"
+        return SqueezeTransform(-1, in_keys=("agents", "reward") if nested else "reward")
+
+
+class TestPermuteContract(TransformContract):
+    layouts = ("flat",)
+
+    def make_transform(self, layout):
+        return PermuteTransform([-1, -3, -2], "pixels")
+
+
+def test_squeeze_removes_the_dim_and_gives_it_back_to_inputs():
+    env = TransformedEnv(
+        TransformTestEnv((2,)), SqueezeTransform(-1, in_keys="reward", in_keys_inv="force")
+    )
+    assert env.full_reward_spec["reward"].shape == (2,)
+    assert env.full_action_spec["force"].shape == (2,)
+    td = env.rand_action(env.reset())
+    assert td["force"].shape == (2,)
+    out = env.step(td)
+    assert out["next", "reward"].shape == (2,) and out["force"].shape == (2,)
+    with pytest.raises(ValueError, match=r"SqueezeTransform._apply_transform: no size-1 dim -1"):
+        SqueezeTransform(-1, in_keys="x")(TensorDict(x=torch.zeros(2, 3)))
+    with pytest.raises(ValueError, match="needs a negative dim"):
+        SqueezeTransform()
+
+
+def test_permute_values_inverse_and_refusals():
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    out = PermuteTransform([-1, -3, -2], "x")(TensorDict(x=x.clone()))["x"]
+    torch.testing.assert_close(out, x.permute(2, 0, 1))
+    t = PermuteTransform([-2, -3, -1], in_keys_inv="a")
+    back = t.inv(TensorDict(a=x.permute(1, 0, 2)))["a"]
+    torch.testing.assert_close(back, x)
+    cyc = PermuteTransform([-1, -3, -2], in_keys_inv="a")  # not its own inverse
+    torch.testing.assert_close(cyc.inv(TensorDict(a=x.permute(2, 0, 1)))["a"], x)
+    env = TransformedEnv(TransformTestEnv((2,)), PermuteTransform([-1, -3, -2], "pixels"))
+    assert env.reset()["pixels"].shape == (2, 3, 6, 8)
+    with pytest.raises(ValueError, match="dims must permute the trailing dims"):
+        PermuteTransform([0, 1], "x")

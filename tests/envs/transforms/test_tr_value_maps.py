@@ -1,4 +1,4 @@
-"""RewardScaling, RewardClipping and ClipTransform."""
+"""RewardScaling, RewardClipping, ClipTransform, SignTransform and BinarizeReward."""
 
 from __future__ import annotations
 
@@ -6,8 +6,17 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from tdrl.envs import ClipTransform, RewardClipping, RewardScaling, Transform, TransformedEnv
-from tdrl.specs import Bounded
+from tdrl.envs import (
+    BinarizeReward,
+    ClipTransform,
+    Compose,
+    RewardClipping,
+    RewardScaling,
+    SignTransform,
+    Transform,
+    TransformedEnv,
+)
+from tdrl.specs import Binary, Bounded
 from tdrl.testing import MultiKeyEnv, TransformContract, TransformTestEnv
 
 
@@ -102,3 +111,59 @@ def test_reward_scaling_standard_normal_divides(batch):
     positional = RewardScaling(1.0, 4.0, "reward", None, True)
     out = positional(TensorDict(reward=torch.tensor([5.0, 9.0])))
     torch.testing.assert_close(out["reward"], torch.tensor([1.0, 2.0]))
+
+
+class TestSignContract(TransformContract):
+    def make_transform(self, layout):
+        key = ("agents", "observation") if layout == "nested" else "observation"
+        return SignTransform(key)
+
+
+class TestBinarizeRewardContract(TransformContract):
+    def make_transform(self, layout):
+        return BinarizeReward()
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_sign_and_binarize_match_the_formula(batch):
+    base = TransformedEnv(TransformTestEnv(batch, max_steps=9), RewardScaling(-1.5, 1.0))
+    torch.manual_seed(0)
+    raw = base.rollout(5)
+    env = TransformedEnv(
+        TransformTestEnv(batch, max_steps=9),
+        Compose(RewardScaling(-1.5, 1.0), SignTransform(["reward", "observation"], ["s", "o"])),
+    )
+    torch.manual_seed(0)
+    td = env.rollout(5)
+    torch.testing.assert_close(td["next", "s"], raw["next", "reward"].sign())
+    torch.testing.assert_close(td["next", "o"], raw["next", "observation"].sign())
+    spec = env.full_observation_spec["o"]
+    assert isinstance(spec, Bounded) and spec.low.min() == -1 and spec.high.max() == 1
+    env = TransformedEnv(
+        TransformTestEnv(batch, max_steps=9), Compose(RewardScaling(-1.5, 1.0), BinarizeReward())
+    )
+    torch.manual_seed(0)
+    td = env.rollout(5)
+    assert td["next", "reward"].dtype == torch.int8
+    assert td["next", "reward"].eq(raw["next", "reward"].gt(0).to(torch.int8)).all()
+    assert isinstance(env.full_reward_spec["reward"], Binary)
+
+
+def test_sign_maps_actions_and_binarize_refuses_wide_rewards():
+    seen = []
+
+    class Spy(Transform):
+        def _inv_apply_transform(self, value):
+            seen.append(value.clone())
+            return value
+
+    env = TransformedEnv(TransformTestEnv((3,)), Spy(in_keys_inv="force"))
+    env.append_transform(SignTransform(in_keys_inv="force"))
+    td = env.rand_action(env.reset())
+    td["force"] = torch.tensor([[-2.0], [0.0], [3.0]], dtype=torch.float64)
+    env.step(td)
+    torch.testing.assert_close(seen[-1], torch.tensor([[-1.0], [0.0], [1.0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"SignTransform.__init__: no keys to map"):
+        SignTransform()
+    with pytest.raises(ValueError, match=r"BinarizeReward._apply_transform: the reward's last dim"):
+        BinarizeReward()(TensorDict(reward=torch.ones(2, 3)))
