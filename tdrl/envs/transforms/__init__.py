@@ -42,6 +42,7 @@ from tdrl.envs.transforms._key_ops import (
     SelectTransform,
 )
 from tdrl.envs.transforms._obs_norm import ObservationNorm
+from tdrl.envs.transforms._observation import ObservationTransform
 from tdrl.envs.transforms._primer import TensorDictPrimer
 from tdrl.envs.transforms._shapes import (
     FlattenObservation,
@@ -78,6 +79,7 @@ __all__ = [
     "InitTracker",
     "NoopResetEnv",
     "ObservationNorm",
+    "ObservationTransform",
     "PermuteTransform",
     "RenameTransform",
     "Resize",

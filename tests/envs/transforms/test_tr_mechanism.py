@@ -15,6 +15,7 @@ from tdrl.envs import (
     EnvBase,
     InitTracker,
     ObservationNorm,
+    ObservationTransform,
     RenameTransform,
     RewardScaling,
     RewardSum,
@@ -460,3 +461,13 @@ def test_transformed_env_torchrl_arguments():
         TransformedEnv(CountingEnv(), None, False)
     with pytest.raises(NotImplementedError, match="auto_unwrap=True is not supported"):
         TransformedEnv(CountingEnv(), auto_unwrap=True)
+
+
+def test_observation_transform_defaults_to_observation_and_pixels():
+    class Half(ObservationTransform):
+        def _apply_transform(self, value):
+            return value / 2
+
+    assert Half().in_keys == ["observation", "pixels"]
+    env = TransformedEnv(CountingEnv(max_steps=9), Half(in_keys="observation", out_keys="h"))
+    assert env.rollout(2)["next", "h"].flatten().tolist() == [0.5, 1.0]
