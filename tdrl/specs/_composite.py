@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -67,8 +67,10 @@ class Composite(TensorSpec):
 
     Args:
         spec_dict: initial entries (plain dicts become nested Composites).
-        shape: the batch shape.
+        shape: the batch shape (``None``: ``()``).
         device: if given, entries are moved to it; ``None`` allows mixed devices.
+        data_cls: only None. step_mdp_static: only False. names: only None (TorchRL options
+            tdrl does not support; other values raise ``ValueError``).
         **kwargs: more entries.
 
     Examples:
@@ -90,11 +92,24 @@ class Composite(TensorSpec):
         self,
         spec_dict: Mapping[str, Any] | None = None,
         *,
-        shape: ShapeLike = (),
+        shape: ShapeLike | None = None,
         device: DeviceLike = None,
+        data_cls: type | None = None,
+        step_mdp_static: bool = False,
+        names: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(shape, as_device(device), None)
+        for name, value, default in (
+            ("data_cls", data_cls, None),
+            ("step_mdp_static", step_mdp_static, False),
+            ("names", names, None),
+        ):
+            if value is not default:
+                raise ValueError(
+                    f"Composite.__init__: {name}={value!r} is not supported (got {value!r}; "
+                    f"expected {default!r}): tdrl composites build plain TensorDicts. Drop it."
+                )
+        super().__init__(() if shape is None else shape, as_device(device), None)
         self._specs = {}
         self._locked = False
         for k, v in {**(spec_dict or {}), **kwargs}.items():

@@ -18,9 +18,11 @@ class NonTensor(TensorSpec):
     """Non-tensor data: values are ``tensordict.NonTensorData`` holding ``example_data``.
 
     Args:
-        shape: the batch shape of the data.
+        shape: the batch shape of the data (default ``(1,)``, as TorchRL).
         device: the device of the holding TensorDict (may be ``None``).
+        dtype: only None.
         example_data: the payload returned by ``rand``/``zero``/``one``.
+        batched: only None. feature_dims: only None (TorchRL's batched/feature layouts).
 
     Examples:
         >>> spec = NonTensor(shape=(2,), example_data="hello")
@@ -30,8 +32,20 @@ class NonTensor(TensorSpec):
     """
 
     def __init__(
-        self, shape: ShapeLike = (), device: DeviceLike = None, *, example_data: Any = None
+        self,
+        shape: ShapeLike = (1,),
+        device: DeviceLike = None,
+        dtype: torch.dtype | None = None,
+        example_data: Any = None,
+        batched: bool | None = None,
+        feature_dims: int | None = None,
     ) -> None:
+        for name, value in (("dtype", dtype), ("batched", batched), ("feature_dims", feature_dims)):
+            if value is not None:
+                raise ValueError(
+                    f"NonTensor.__init__: {name}={value!r} is not supported (got {value!r}; "
+                    "expected None): tdrl's non-tensor specs hold example data only. Drop it."
+                )
         super().__init__(shape, as_device(device), None)
         self.example_data = example_data
 
@@ -44,7 +58,7 @@ class NonTensor(TensorSpec):
         """A ``NonTensorData`` holding ``example_data`` with batch size ``(*shape, *self.shape)``.
 
         Examples:
-            >>> NonTensor(example_data=3).rand((4,)).batch_size
+            >>> NonTensor(shape=(), example_data=3).rand((4,)).batch_size
             torch.Size([4])
         """
         full = self._full_shape(shape)

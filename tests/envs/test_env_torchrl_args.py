@@ -131,3 +131,14 @@ def test_check_env_specs_arguments():
     assert env.seed == 7 and torch.equal(torch.get_rng_state(), state)
     start = env.step_mdp(env.rand_step(env.reset()))
     check_env_specs(env, tensordict=start)
+
+
+def test_close_accepts_raise_if_closed_and_facade_exports():
+    from tdrl.envs import make_composite_from_td
+
+    env = CountingEnv()
+    env.close(raise_if_closed=True)
+    env.close(raise_if_closed=True)  # idempotent, as TorchRL's base close
+    assert env.is_closed
+    spec = make_composite_from_td(TensorDict({"a": torch.zeros(2, 3)}, [2]))
+    assert spec["a"].shape == (2, 3)

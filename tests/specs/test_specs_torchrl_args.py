@@ -56,3 +56,16 @@ def test_method_parameters_have_torchrl_names_and_safe_checks():
     assert onehot.to_categorical(torch.tensor([False, True, False]), True).item() == 1
     with pytest.raises(ValueError, match="OneHot"):
         onehot.to_categorical(torch.tensor([True, True, False]), safe=True)
+
+
+def test_non_tensor_and_composite_take_torchrl_arguments():
+    from tdrl.specs import Composite, NonTensor
+
+    spec = NonTensor((2,), None, None, "hi")
+    assert spec.rand().data == "hi" and NonTensor().shape == (1,)
+    with pytest.raises(ValueError, match=r"NonTensor.__init__: batched=True"):
+        NonTensor(batched=True)
+    assert Composite(a=Unbounded(), shape=None).shape == ()
+    assert "names" not in Composite(a=Unbounded(), names=None).keys()
+    with pytest.raises(ValueError, match=r"Composite.__init__: step_mdp_static=True"):
+        Composite(step_mdp_static=True)

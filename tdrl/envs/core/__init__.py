@@ -6,6 +6,7 @@ from tdrl.envs.core._creator import EnvCreator, EnvMeta
 from tdrl.envs.core._keys import DoneGroup
 from tdrl.envs.core._random_policy import RandomPolicy
 from tdrl.envs.core._step_mdp import StepMDP, step_mdp
+from tdrl.specs import make_composite_from_td
 
 __all__ = [
     "DoneGroup",
@@ -15,5 +16,6 @@ __all__ = [
     "RandomPolicy",
     "StepMDP",
     "check_env_specs",
+    "make_composite_from_td",
     "step_mdp",
 ]

@@ -546,8 +546,13 @@ class EnvBase(SpecOwner):
         return data
 
     # ------------------------------------------------------------------ lifecycle
-    def close(self) -> None:
-        """Releases the env's resources; calling it again does nothing."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Releases the env's resources; calling it again does nothing.
+
+        Args:
+            raise_if_closed: TorchRL's argument; its base ``close`` never raises either, and
+                neither does tdrl's (closing is idempotent whatever the value).
+        """
         if self._closed:
             return
         self._closed = True

@@ -59,7 +59,9 @@ class InfoReader:
         if "action_mask" in probe and "action_mask" not in self.specs:
             if "action_mask" not in reserved:
                 mask = np.asarray(probe["action_mask"])
-                self.specs["action_mask"] = Binary(shape=mask.shape, device=device, dtype=torch.bool)
+                self.specs["action_mask"] = Binary(
+                    shape=mask.shape, device=device, dtype=torch.bool
+                )
         for key in self.specs:
             if key in reserved:
                 raise ValueError(

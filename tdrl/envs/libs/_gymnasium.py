@@ -64,6 +64,7 @@ class GymWrapper(EnvBase):
         pixels_only: with ``from_pixels``, drop the state observation (default False, TorchRL's
             ``GymWrapper`` default).
         frame_skip: only ``None``/1 (use ``FrameSkipTransform``).
+        batch_size: only None or the env's own batch size.
         info_keys: info entries to copy into the data (next to the observations, in the
             observation spec): a list of keys whose specs are inferred from the info of a first
             reset, or a mapping from key to the spec of one (unbatched) env for keys that only
@@ -97,6 +98,7 @@ class GymWrapper(EnvBase):
         info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
         device: torch.device | str | None = None,
         allow_done_after_reset: bool = False,
+        batch_size: Sequence[int] | torch.Size | None = None,
     ) -> None:
         if env is None:
             raise TypeError(
@@ -111,6 +113,12 @@ class GymWrapper(EnvBase):
         gym = import_gymnasium()
         self.is_vector = isinstance(env, gym.vector.VectorEnv)
         batch = (int(env.num_envs),) if self.is_vector else ()
+        if batch_size is not None and tuple(batch_size) != batch:
+            raise ValueError(
+                f"{type(self).__name__}.__init__: batch_size differs from the env's (got "
+                f"{tuple(batch_size)}; expected {batch}: num_envs of a vector env, () else). "
+                "Drop batch_size."
+            )
         super().__init__(
             batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset
         )
@@ -300,7 +308,8 @@ class GymEnv(GymWrapper):
             ``GymEnv`` default); False keeps the state observation too.
         info_keys: see :class:`GymWrapper`.
         device: device of the data and specs.
-        **kwargs: passed to ``gymnasium.make`` (or to every sub-env of ``make_vec``).
+        **kwargs: passed to ``gymnasium.make`` (or to every sub-env of ``make_vec``), e.g.
+            ``disable_env_checker``, ``max_episode_steps``, ``render_mode``.
 
     The vector env is built with ``autoreset_mode=Disabled``: tdrl resets done sub-envs itself.
 
