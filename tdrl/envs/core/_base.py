@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from tdrl.envs.core._checks import EnvChecks
 from tdrl.envs.core._reset import ResetPlan
 from tdrl.envs.core._rollout import (
     action_policy,
@@ -19,14 +20,13 @@ from tdrl.envs.core._rollout import (
 from tdrl.envs.core._seed import next_seed
 from tdrl.envs.core._spec_owner import SpecOwner
 from tdrl.envs.core._step_mdp import StepMDP
-from tdrl.errors import SpecError
 
 __all__ = ["EnvBase"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
 
-class EnvBase(SpecOwner):
+class EnvBase(SpecOwner, EnvChecks):
     """Base class of environments: subclasses write ``_reset``, ``_step`` and ``_set_seed``.
 
     A subclass calls ``super().__init__(batch_size=..., device=...)``, sets its specs, and writes:
@@ -229,31 +229,6 @@ class EnvBase(SpecOwner):
         self._check_done_after_reset(merged, masks)
         return merged
 
-    def _type_check(self, td: TensorDictBase, kinds: tuple[str, ...], method: str) -> None:
-        for kind in kinds:
-            spec = self._specs[kind]
-            for key in spec.keys(True, True):
-                value = td.get(key, None)
-                if value is None:
-                    raise SpecError(
-                        f"{type(self).__name__}.{method}: {kind} entry {key!r} is missing "
-                        f"(available keys: {sorted(map(str, td.keys(True, True)))}). Return "
-                        "every spec'd entry from the hook."
-                    )
-                spec[key].assert_is_in(value, key=key)
-
-    def _check_batch_of(self, tensordict: TensorDictBase, method: str) -> None:
-        if tensordict.batch_size == self.batch_size:
-            return
-        if not self.batch_locked and not self.batch_size:
-            return
-        raise RuntimeError(
-            f"{type(self).__name__}.{method}: the tensordict's batch size is not the env's "
-            f"(got {tuple(tensordict.batch_size)}; expected {tuple(self.batch_size)}). Pass data "
-            "of the env's batch size (only an env with batch_size=() and batch_locked=False "
-            "accepts any batch)."
-        )
-
     def _merge_reset(
         self, old: TensorDictBase, new: TensorDictBase, masks: list[torch.Tensor | None]
     ) -> TensorDictBase:
@@ -273,66 +248,6 @@ class EnvBase(SpecOwner):
             return out
         extra.update(out)
         return extra
-
-    def _check_done_after_reset(
-        self, td: TensorDictBase, masks: list[torch.Tensor | None] | None
-    ) -> None:
-        if self.allow_done_after_reset:
-            return
-        for i, g in enumerate(self.done_groups):
-            done = td.get(g.done)
-            if not done.any():
-                continue
-            if masks is not None:
-                m = masks[i]
-                if m is None:
-                    continue
-                done = done & m.reshape(done.shape) if m.numel() == done.numel() else done
-            if done.any():
-                raise RuntimeError(
-                    f"{type(self).__name__}.reset: '{g.done}' is still true after a reset "
-                    f"(got {int(done.sum())} true entries; expected none where a reset was asked). "
-                    "Make _reset return done=False for the reset entries, or build the env with "
-                    "allow_done_after_reset=True."
-                )
-
-    def _fill_done(self, td: TensorDictBase) -> None:
-        for done_k, term_k, trunc_k, spec in self._done_fill:
-            done = td.get(done_k, None)
-            term = td.get(term_k, None)
-            if done is None and term is None:
-                shape = (*td.batch_size, *spec.shape[len(self.batch_size) :])
-                done = term = torch.zeros(shape, dtype=torch.bool, device=self.device)
-                td.set(done_k, done)
-                td.set(term_k, term)
-            elif term is None:
-                td.set(term_k, done)
-            elif done is None:
-                trunc = td.get(trunc_k, None) if trunc_k is not None else None
-                td.set(done_k, term if trunc is None else term | trunc)
-            if trunc_k is not None and td.get(trunc_k, None) is None:
-                td.set(trunc_k, torch.zeros_like(td.get(done_k)))
-
-    def _check_actions(self, tensordict: TensorDictBase) -> None:
-        for key, shape, dtype in self._action_checks:
-            value = tensordict.get(key, None)
-            if value is None:
-                raise KeyError(
-                    f"{type(self).__name__}.step: action key {key!r} is missing "
-                    f"(available keys: {sorted(map(str, tensordict.keys(True, True)))}). "
-                    "Write the action (e.g. with a policy or env.rand_action(td)) before step."
-                )
-            if not self.batch_locked and tensordict.batch_size != self.batch_size:
-                shape = torch.Size((*tensordict.batch_size, *shape[len(self.batch_size) :]))
-            if value.shape != shape or value.dtype != dtype:
-                raise SpecError(
-                    f"{type(self).__name__}.step: action {key!r} does not match its spec "
-                    f"(got shape {tuple(value.shape)} and dtype {value.dtype}; expected shape "
-                    f"{tuple(shape)} and dtype {dtype}). Produce actions from env.action_spec."
-                )
-        if self.validate:
-            for key in self.action_keys:
-                self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Runs one step: checks the actions, calls ``_step`` and writes the result under ``"next"``.

@@ -1,0 +1,118 @@
+"""The checks EnvBase runs on the data it receives and returns (a mixin of EnvBase)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from tdrl.errors import SpecError
+
+__all__ = ["EnvChecks"]
+
+
+class EnvChecks:
+    """Action checks, done filling, done-after-reset, batch and type checks of an env.
+
+    Relies on the attributes EnvBase sets: ``batch_size``, ``batch_locked``, ``device``,
+    ``validate``, ``allow_done_after_reset``, the spec accessors and the cached plans
+    (``_action_checks``, ``_done_fill``, ``done_groups``, ``action_keys``).
+    """
+
+    batch_size: torch.Size
+    batch_locked: bool
+    device: torch.device | None
+    validate: bool
+    allow_done_after_reset: bool
+    _specs: Any
+    _action_checks: list[Any]
+    _done_fill: list[Any]
+    done_groups: list[Any]
+    action_keys: list[Any]
+    full_action_spec: Any
+
+    def _type_check(self, td: TensorDictBase, kinds: tuple[str, ...], method: str) -> None:
+        for kind in kinds:
+            spec = self._specs[kind]
+            for key in spec.keys(True, True):
+                value = td.get(key, None)
+                if value is None:
+                    raise SpecError(
+                        f"{type(self).__name__}.{method}: {kind} entry {key!r} is missing "
+                        f"(available keys: {sorted(map(str, td.keys(True, True)))}). Return "
+                        "every spec'd entry from the hook."
+                    )
+                spec[key].assert_is_in(value, key=key)
+
+    def _check_batch_of(self, tensordict: TensorDictBase, method: str) -> None:
+        if tensordict.batch_size == self.batch_size:
+            return
+        if not self.batch_locked and not self.batch_size:
+            return
+        raise RuntimeError(
+            f"{type(self).__name__}.{method}: the tensordict's batch size is not the env's "
+            f"(got {tuple(tensordict.batch_size)}; expected {tuple(self.batch_size)}). Pass data "
+            "of the env's batch size (only an env with batch_size=() and batch_locked=False "
+            "accepts any batch)."
+        )
+
+    def _check_done_after_reset(
+        self, td: TensorDictBase, masks: list[torch.Tensor | None] | None
+    ) -> None:
+        if self.allow_done_after_reset:
+            return
+        for i, g in enumerate(self.done_groups):
+            done = td.get(g.done)
+            if not done.any():
+                continue
+            if masks is not None:
+                m = masks[i]
+                if m is None:
+                    continue
+                done = done & m.reshape(done.shape) if m.numel() == done.numel() else done
+            if done.any():
+                raise RuntimeError(
+                    f"{type(self).__name__}.reset: '{g.done}' is still true after a reset "
+                    f"(got {int(done.sum())} true entries; expected none where a reset was asked). "
+                    "Make _reset return done=False for the reset entries, or build the env with "
+                    "allow_done_after_reset=True."
+                )
+
+    def _fill_done(self, td: TensorDictBase) -> None:
+        for done_k, term_k, trunc_k, spec in self._done_fill:
+            done = td.get(done_k, None)
+            term = td.get(term_k, None)
+            if done is None and term is None:
+                shape = (*td.batch_size, *spec.shape[len(self.batch_size) :])
+                done = term = torch.zeros(shape, dtype=torch.bool, device=self.device)
+                td.set(done_k, done)
+                td.set(term_k, term)
+            elif term is None:
+                td.set(term_k, done)
+            elif done is None:
+                trunc = td.get(trunc_k, None) if trunc_k is not None else None
+                td.set(done_k, term if trunc is None else term | trunc)
+            if trunc_k is not None and td.get(trunc_k, None) is None:
+                td.set(trunc_k, torch.zeros_like(td.get(done_k)))
+
+    def _check_actions(self, tensordict: TensorDictBase) -> None:
+        for key, shape, dtype in self._action_checks:
+            value = tensordict.get(key, None)
+            if value is None:
+                raise KeyError(
+                    f"{type(self).__name__}.step: action key {key!r} is missing "
+                    f"(available keys: {sorted(map(str, tensordict.keys(True, True)))}). "
+                    "Write the action (e.g. with a policy or env.rand_action(td)) before step."
+                )
+            if not self.batch_locked and tensordict.batch_size != self.batch_size:
+                shape = torch.Size((*tensordict.batch_size, *shape[len(self.batch_size) :]))
+            if value.shape != shape or value.dtype != dtype:
+                raise SpecError(
+                    f"{type(self).__name__}.step: action {key!r} does not match its spec "
+                    f"(got shape {tuple(value.shape)} and dtype {value.dtype}; expected shape "
+                    f"{tuple(shape)} and dtype {dtype}). Produce actions from env.action_spec."
+                )
+        if self.validate:
+            for key in self.action_keys:
+                self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
