@@ -11,7 +11,7 @@ from tensordict import TensorDictBase
 from tdrl.collectors._multi import Device, Policy
 from tdrl.collectors._multi_async import MultiAsyncCollector
 from tdrl.envs import EnvBase
-from tdrl.modules._exploration_type import ExplorationType
+from tdrl.envs.core._exploration_type import ExplorationType
 
 __all__ = ["AsyncCollector"]
 

@@ -25,7 +25,7 @@ from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
 from tdrl.envs.core import RandomPolicy
-from tdrl.modules._exploration_type import ExplorationType, set_exploration_type
+from tdrl.envs.core._exploration_type import ExplorationType, set_exploration_type
 
 __all__ = ["Collector"]
 

@@ -34,8 +34,8 @@ from tdrl.collectors._worker import WORKER_KEY, WorkerSetup, collector_worker_ma
 from tdrl.envs import EnvBase
 from tdrl.envs.batched._pool import WorkerPool
 from tdrl.envs.batched._shared import TreeBuffer
+from tdrl.envs.core._exploration_type import ExplorationType
 from tdrl.errors import WorkerError
-from tdrl.modules._exploration_type import ExplorationType
 
 __all__ = ["MultiCollectorBase", "MultiCollectorOptions"]
 

@@ -17,7 +17,7 @@ Examples:
 """
 
 from tdrl.envs.core import RandomPolicy
-from tdrl.modules._exploration_type import (
+from tdrl.envs.core._exploration_type import (
     ExplorationType,
     exploration_type,
     set_exploration_type,

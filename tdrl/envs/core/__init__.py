@@ -3,6 +3,11 @@
 from tdrl.envs.core._base import EnvBase
 from tdrl.envs.core._check import check_env_specs
 from tdrl.envs.core._creator import EnvCreator, EnvMeta
+from tdrl.envs.core._exploration_type import (
+    ExplorationType,
+    exploration_type,
+    set_exploration_type,
+)
 from tdrl.envs.core._keys import DoneGroup
 from tdrl.envs.core._random_policy import RandomPolicy
 from tdrl.envs.core._step_mdp import StepMDP, step_mdp
@@ -13,9 +18,12 @@ __all__ = [
     "EnvBase",
     "EnvCreator",
     "EnvMeta",
+    "ExplorationType",
     "RandomPolicy",
     "StepMDP",
     "check_env_specs",
+    "exploration_type",
     "make_composite_from_td",
+    "set_exploration_type",
     "step_mdp",
 ]

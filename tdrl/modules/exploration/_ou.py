@@ -9,7 +9,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
-from tdrl.modules._exploration_type import ExplorationType, exploration_type
+from tdrl.envs.core._exploration_type import ExplorationType, exploration_type
 from tdrl.modules.exploration._utils import (
     DeviceLike,
     action_spec,

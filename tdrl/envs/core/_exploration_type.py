@@ -1,4 +1,8 @@
-"""The exploration type: the one global mode of tdrl, read by every probabilistic module."""
+"""The exploration type: the one global mode of tdrl, read by every probabilistic module.
+
+It lives with the envs (as TorchRL's lives in ``torchrl.envs``) so envs, modules and collectors
+share it; ``tdrl.envs`` and ``tdrl.modules`` both export the same objects.
+"""
 
 from __future__ import annotations
 
