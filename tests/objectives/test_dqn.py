@@ -179,12 +179,13 @@ def test_td_lambda_estimator_on_trajectories():
 
 def test_target_updaters_and_no_target():
     loss = DQNLoss(make_net())
+    soft = SoftUpdate(loss, tau=0.5)
     with torch.no_grad():
         loss.value_network.module[0].weight.add_(1.0)
     live = loss.value_network.module[0].weight
     target = loss.value_network_target_params["module", "0", "weight"]
     before = target.clone()
-    SoftUpdate(loss, tau=0.5).step()
+    soft.step()
     torch.testing.assert_close(target, (before + live) / 2)
     HardUpdate(loss, value_network_update_interval=1).step()
     assert torch.equal(target, live)

@@ -97,10 +97,11 @@ def test_targets_through_make_target_and_soft_update():
     target = ensemble_target(loss)
     assert target.batch_size == (3,)
     assert not any(t.requires_grad for t in target.values(True, True))
+    soft = SoftUpdate(loss, tau=0.5)
     with torch.no_grad():
         loss.qvalue_network.params.apply_(lambda t: t.add_(1.0))
     before = target.clone()
-    SoftUpdate(loss, tau=0.5).step()
+    soft.step()
     live = loss.qvalue_network.params.data
     for key in before.keys(True, True):
         torch.testing.assert_close(target[key], (before[key] + live[key]) / 2)

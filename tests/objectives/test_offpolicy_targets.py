@@ -112,6 +112,7 @@ def test_updaters_move_every_target_and_gradients_skip_them(name):
     make, discrete = LOSSES[name]
     loss = make()
     optim = torch.optim.SGD(loss.parameters(), lr=0.1)
+    soft = SoftUpdate(loss, tau=0.5)  # built before training: building copies live -> target
     before = [target.clone() for _, target in loss.target_pairs()]
     assert before, "the loss has no target"
     out = loss(_batch(discrete))
@@ -119,7 +120,7 @@ def test_updaters_move_every_target_and_gradients_skip_them(name):
     optim.step()
     for (_, target), old in zip(loss.target_pairs(), before):
         _assert_close(target, old)  # a gradient step leaves the targets alone
-    SoftUpdate(loss, tau=0.5).step()
+    soft.step()
     for (live, target), old in zip(loss.target_pairs(), before):
         _assert_close(target, old.apply(lambda o, v: (o + v) / 2, live.data))
     HardUpdate(loss, value_network_update_interval=1).step()
