@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
 from tdrl.objectives._dqn import DQNLoss
@@ -12,6 +16,7 @@ from tdrl.objectives._ensemble import ensemble_distance
 from tdrl.objectives._sac import QNetworks, SACLoss
 from tdrl.objectives._utils import (
     action_bounds,
+    gather_action_value,
     get_entry,
     sample_with_log_prob,
     unsqueeze_like,
@@ -79,6 +84,13 @@ class CQLLoss(SACLoss):
         >>> sorted(k for k in out.keys() if k.startswith("loss_"))
         ['loss_actor', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
     """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys(SACLoss.Keys):
+        """SAC's keys, and ``log_prob``: the key of the policy log-prob in ``actor_loss``'s
+        metadata, which ``alpha_loss`` reads (TorchRL's ``"_log_prob"``)."""
+
+        log_prob: NestedKey = "_log_prob"
 
     _backup_entropy = False
     _weights_supported = False
@@ -205,6 +217,99 @@ class CQLLoss(SACLoss):
             terms["loss_cql"] = gap.sum()
         return terms, td_error
 
+    # ---------------------------------------------------------------- TorchRL's per-part losses
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss (SAC's), as TorchRL's ``CQLLoss.actor_loss``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_actor, {log_prob_key: log pi(a|s)})`` (detached log-probs of the policy
+            actions, at ``tensor_keys.log_prob``), the metadata :meth:`alpha_loss` takes.
+
+        Examples:
+            >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
+            ...     make_transition_batch)
+            >>> loss = CQLLoss(make_tanh_normal_actor(), make_qvalue_critic(), target_entropy=-2.0)
+            >>> batch = make_transition_batch(batch=(4,))
+            >>> loss_actor, meta = loss.actor_loss(batch)
+            >>> loss_alpha, _ = loss.alpha_loss(meta)
+            >>> loss_qvalue, q_meta = loss.q_loss(batch)
+            >>> loss_cql, _ = loss.cql_loss(batch)
+            >>> loss_alpha.shape, q_meta["td_error"].shape, loss_cql.shape
+            (torch.Size([]), torch.Size([4]), torch.Size([]))
+        """
+        loss, log_prob, _ = self._actor_loss(tensordict, self._alpha())
+        return loss, {self.tensor_keys.log_prob: log_prob.detach()}
+
+    def alpha_loss(  # type: ignore[override]
+        self,
+        tensordict: TensorDictBase | Mapping[NestedKey, Tensor],
+        mask_tensordict: TensorDictBase | None = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The temperature's loss, as TorchRL's ``CQLLoss.alpha_loss``.
+
+        Args:
+            tensordict: ``actor_loss``'s metadata (or a TensorDict) holding the policy
+                log-probs at ``tensor_keys.log_prob``.
+            mask_tensordict: TorchRL's masked reduction: only a batch without mask entries
+                (``("collector", "mask")``, ``"shifted_valid"``) is supported.
+
+        Returns:
+            ``(mean(-log_alpha * (log_prob + target_entropy)), {})``; zero with
+            ``fixed_alpha``.
+
+        Raises:
+            KeyError: the log-probs are missing.
+            NotImplementedError: ``mask_tensordict`` holds a mask entry.
+            RuntimeError: the target entropy is unknown (``"auto"`` without ``action_spec``).
+        """
+        where = "CQLLoss.alpha_loss"
+        if mask_tensordict is not None:
+            masks = [k for k in _MASK_KEYS if k in mask_tensordict.keys(True)]
+            if masks:
+                raise NotImplementedError(
+                    f"{where}: masked reductions are not supported (got mask entries "
+                    f"{masks}; expected none). Select the valid samples before the loss."
+                )
+        key = self.tensor_keys.log_prob
+        log_prob = tensordict.get(key, None)
+        if log_prob is None:
+            raise KeyError(
+                f"{where}: the log-prob {key!r} is missing (got keys {list(tensordict.keys())}; "
+                "expected actor_loss's metadata). Pass the metadata of actor_loss."
+            )
+        return SACLoss.alpha_loss(self, log_prob).mean(), {}
+
+    def q_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' Bellman loss, as TorchRL's ``CQLLoss.q_loss``.
+
+        Returns:
+            ``(loss_qvalue, metadata)`` with the per-sample ``"td_error"`` (the largest
+            squared error over the critics) and the detached diagnostics.
+        """
+        terms, td_error = self._qvalue_loss(tensordict, self._alpha())
+        loss = terms.pop("loss_qvalue")
+        for name in ("loss_cql", "loss_alpha_prime", "alpha_prime"):
+            terms.pop(name, None)
+        return loss, {"td_error": td_error, **terms}
+
+    def cql_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The conservative term, as TorchRL's ``CQLLoss.cql_loss``.
+
+        It evaluates the critics on the proposal actions itself (unlike TorchRL's, it does not
+        need ``q_loss`` to run first).
+
+        Returns:
+            ``(loss_cql, {"cql_gap": ...})``.
+        """
+        terms, _ = self._qvalue_loss(tensordict, self._alpha())
+        return terms["loss_cql"], {"cql_gap": terms["cql_gap"]}
+
+
+_MASK_KEYS: tuple[NestedKey, ...] = (("collector", "mask"), "shifted_valid")
+
 
 class DiscreteCQLLoss(DQNLoss):
     """CQL for discrete actions: the DQN loss plus ``logsumexp_a Q(s, a) - Q(s, a_data)``.
@@ -271,14 +376,63 @@ class DiscreteCQLLoss(DQNLoss):
         out.set("target_value", target.mean())
         return out
 
+    def _cql_terms(
+        self, td: TensorDictBase, pred: Tensor, action_values: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``(loss_cql, gap)``: ``logsumexp_a Q(s, a) - Q(s, a_data)`` over the allowed actions."""
+        mask = td.get(self.tensor_keys.action_mask, None)
+        if mask is not None:
+            action_values = action_values.masked_fill(~mask.bool(), float("-inf"))
+        gap = torch.logsumexp(action_values, -1, keepdim=True) - pred
+        return self.min_q_weight * gap.mean(), gap.detach().mean()
+
+    def value_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The Bellman loss, as TorchRL's ``DiscreteCQLLoss.value_loss``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_qvalue, metadata)`` with ``"td_error"`` (per sample), ``"pred_value"`` and
+            ``"target_value"``.
+
+        Examples:
+            >>> from tdrl.testing import make_action_value_net, make_transition_batch
+            >>> loss = DiscreteCQLLoss(make_action_value_net(), action_space="categorical")
+            >>> batch = make_transition_batch(batch=(8,), action="index")
+            >>> loss_qvalue, meta = loss.value_loss(batch)
+            >>> loss_cql, _ = loss.cql_loss(batch)
+            >>> sorted(meta), loss_cql.shape
+            (['pred_value', 'target_value', 'td_error'], torch.Size([]))
+        """
+        pred, target, _ = self._qvalue_terms(tensordict)
+        out = self._output(tensordict, pred, target)
+        loss = out.pop(self._loss_key)
+        return loss, {
+            k: out.get(k) for k in (self.tensor_keys.priority, "pred_value", "target_value")
+        }
+
+    def cql_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The conservative term, as TorchRL's ``DiscreteCQLLoss.cql_loss``.
+
+        It evaluates the network itself (unlike TorchRL's, it does not need ``value_loss`` to
+        run first).
+
+        Returns:
+            ``(loss_cql, {"cql_gap": ...})``.
+        """
+        where = "DiscreteCQLLoss.cql_loss"
+        action_values = self._action_values(tensordict, None)
+        action = get_entry(tensordict, self.tensor_keys.action, where)
+        pred = gather_action_value(action_values, action, self.action_space)
+        loss, gap = self._cql_terms(tensordict, pred, action_values)
+        return loss, {"cql_gap": gap}
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_qvalue``, ``loss_cql`` and the diagnostics."""
         pred, target, action_values = self._qvalue_terms(tensordict)
         out = self._output(tensordict, pred, target)
-        mask = tensordict.get(self.tensor_keys.action_mask, None)
-        if mask is not None:
-            action_values = action_values.masked_fill(~mask.bool(), float("-inf"))
-        gap = torch.logsumexp(action_values, -1, keepdim=True) - pred
-        out.set("loss_cql", self.min_q_weight * gap.mean())
-        out.set("cql_gap", gap.detach().mean())
+        loss_cql, gap = self._cql_terms(tensordict, pred, action_values)
+        out.set("loss_cql", loss_cql)
+        out.set("cql_gap", gap)
         return out

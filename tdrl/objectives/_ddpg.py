@@ -129,27 +129,59 @@ class DDPGLoss(LossModule):
     def _target(self, name: str) -> TensorDictBase | None:
         return getattr(self, f"{name}_target_params", None)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""
-        where = "DDPGLoss.forward"
+    def loss_value(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critic's loss, as TorchRL's ``DDPGLoss.loss_value``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_value, metadata)``: the loss averaged over the batch (weighted by the
+            priority weights when used) and the per-sample ``"td_error"`` with the detached
+            ``"pred_value"``, ``"pred_value_max"``, ``"target_value"``, ``"target_value_max"``.
+
+        Examples:
+            >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
+            ...     make_transition_batch)
+            >>> loss = DDPGLoss(make_deterministic_actor(), make_qvalue_critic())
+            >>> batch = make_transition_batch(batch=(4,))
+            >>> loss_value, meta = loss.loss_value(batch)
+            >>> loss_actor, _ = loss.loss_actor(batch)
+            >>> meta["td_error"].shape, loss_actor.shape
+            (torch.Size([4]), torch.Size([]))
+        """
+        where = "DDPGLoss.loss_value"
         pred = self._q(tensordict, None)
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred.detach(), next_value, where)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss_value = batch_mean(distance(pred, target, self.loss_function), tensordict, weight_key)
+        metadata = {
+            "td_error": per_sample(pred - target, tensordict.batch_dims),
+            "pred_value": pred.detach().mean(),
+            "pred_value_max": pred.detach().max(),
+            "target_value": target.mean(),
+            "target_value_max": target.max(),
+        }
+        return loss_value, metadata
 
+    def loss_actor(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss ``-Q(s, mu(s))``, as TorchRL's ``DDPGLoss.loss_actor``.
+
+        The critic is evaluated with detached weights: this loss trains the actor only.
+
+        Returns:
+            ``(loss_actor, {})``.
+        """
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
-        loss_actor = -self._q(acted, detached(self.value_network)).mean()
-        out = TensorDict(
-            {
-                "loss_actor": loss_actor,
-                "loss_value": loss_value,
-                "pred_value": pred.detach().mean(),
-                "pred_value_max": pred.detach().max(),
-                "target_value": target.mean(),
-                "target_value_max": target.max(),
-            }
-        )
-        out.set(self.tensor_keys.priority, per_sample(pred - target, tensordict.batch_dims))
+        return -self._q(acted, detached(self.value_network)).mean(), {}
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""
+        loss_value, metadata = self.loss_value(tensordict)
+        loss_actor, _ = self.loss_actor(tensordict)
+        td_error = metadata.pop("td_error")
+        out = TensorDict({"loss_actor": loss_actor, "loss_value": loss_value, **metadata})
+        out.set(self.tensor_keys.priority, td_error)
         return out

@@ -144,30 +144,98 @@ class IQLLoss(LossModule):
         key = self.tensor_keys.value
         return call_with_params(self.value_network, self._value_layers, td, None, key, where)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_value`` and the diagnostics."""
-        where = f"{type(self).__name__}.forward"
-        pred = self._q_taken(tensordict, None)
-        with torch.no_grad():
-            q_target = self._q_taken(tensordict, ensemble_target(self)).amin(0)
-        value = self._value(tensordict)
+    # ---------------------------------------------------------------- pieces
+    @torch.no_grad()
+    def _q_target(self, td: TensorDictBase) -> Tensor:
+        """``min_i Q'_i(s, a_data)`` with the target critics (no gradient)."""
+        return self._q_taken(td, ensemble_target(self)).amin(0)
+
+    def _value_terms(self, td: TensorDictBase, q_target: Tensor) -> tuple[Tensor, Tensor]:
+        """``(loss_value, V(s))``: the expectile regression of ``V(s)`` on ``q_target``."""
+        value = self._value(td)
         gap = q_target - value
         weight = torch.abs(self.expectile - (gap.detach() < 0).to(gap.dtype))
-        loss_value = (weight * gap.square()).mean()
+        return (weight * gap.square()).mean(), value
 
+    def _qvalue_terms(
+        self, td: TensorDictBase, value: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(loss_qvalue, td_error, pred, target)``: the critics on ``r + gamma * V(s')``."""
+        where = f"{type(self).__name__}.forward"
+        pred = self._q_taken(td, None)
         with torch.no_grad():
-            next_value = self._value(get_entry(tensordict, "next", where))
-        target = value_target(self, tensordict, value.detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, tensordict)
+            next_value = self._value(get_entry(td, "next", where))
+        target = value_target(self, td, value.detach(), next_value, where)
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td)
+        return loss_qvalue, td_error, pred, target
 
-        dist = self.actor_network.get_dist(tensordict.copy())
-        log_prob = dist.log_prob(get_entry(tensordict, self.tensor_keys.action, where))
+    def _actor_terms(
+        self, td: TensorDictBase, q_target: Tensor, value: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``(loss_actor, log pi(a_data|s))``: advantage-weighted regression on the data."""
+        where = f"{type(self).__name__}.forward"
+        dist = self.actor_network.get_dist(td.copy())
+        log_prob = dist.log_prob(get_entry(td, self.tensor_keys.action, where))
         advantage = (q_target - value.detach()).squeeze(-1)
         log_prob = unsqueeze_like(log_prob, advantage)
         weights = torch.exp(self.temperature * advantage).clamp(max=100.0)
+        return -(weights * log_prob).mean(), log_prob
+
+    # ---------------------------------------------------------------- TorchRL's per-part losses
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss, as TorchRL's ``actor_loss``: ``-E[exp(beta * A) log pi(a|s)]``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_actor, {})``, the loss averaged over the batch.
+
+        Examples:
+            >>> from tdrl.testing import (make_qvalue_critic, make_state_value_net,
+            ...     make_tanh_normal_actor, make_transition_batch)
+            >>> loss = IQLLoss(make_tanh_normal_actor(), make_qvalue_critic(),
+            ...                make_state_value_net())
+            >>> batch = make_transition_batch(batch=(4,))
+            >>> [part(batch)[0].shape for part in (loss.actor_loss, loss.qvalue_loss,
+            ...                                    loss.value_loss)]
+            [torch.Size([]), torch.Size([]), torch.Size([])]
+        """
+        with torch.no_grad():
+            value = self._value(tensordict)
+        loss, _ = self._actor_terms(tensordict, self._q_target(tensordict), value)
+        return loss, {}
+
+    def value_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The state-value loss, as TorchRL's ``value_loss`` (expectile regression).
+
+        Returns:
+            ``(loss_value, {})``, the loss averaged over the batch.
+        """
+        loss, _ = self._value_terms(tensordict, self._q_target(tensordict))
+        return loss, {}
+
+    def qvalue_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' loss, as TorchRL's ``qvalue_loss``.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": ...})`` with the per-sample TD error ``forward``
+            writes (the largest over the critics).
+        """
+        with torch.no_grad():
+            value = self._value(tensordict)
+        loss, td_error, _, _ = self._qvalue_terms(tensordict, value)
+        return loss, {"td_error": td_error}
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_value`` and the diagnostics."""
+        q_target = self._q_target(tensordict)
+        loss_value, value = self._value_terms(tensordict, q_target)
+        loss_qvalue, td_error, pred, target = self._qvalue_terms(tensordict, value)
+        loss_actor, log_prob = self._actor_terms(tensordict, q_target, value)
         out = TensorDict(
             {
-                "loss_actor": -(weights * log_prob).mean(),
+                "loss_actor": loss_actor,
                 "loss_qvalue": loss_qvalue,
                 "loss_value": loss_value,
                 "pred_value": pred.detach().mean(),

@@ -68,10 +68,11 @@ class _EntropyRegularized(LossModule):
             return self.log_alpha.exp()
 
     def _alpha_loss(self, gap: Tensor) -> Tensor:
-        """``-log_alpha * gap``: alpha grows while ``gap`` (entropy deficit) is positive."""
+        """Per element ``-log_alpha * gap``: alpha grows while ``gap`` (the entropy deficit
+        ``log pi + target_entropy``) is positive; zeros with ``fixed_alpha``."""
         if self.fixed_alpha:
-            return torch.zeros((), device=self.log_alpha.device)
-        return -(self.log_alpha * gap.detach()).mean()
+            return torch.zeros_like(gap)
+        return -self.log_alpha * gap.detach()
 
 
 class SACLoss(_EntropyRegularized):
@@ -91,6 +92,9 @@ class SACLoss(_EntropyRegularized):
       only).
     - ``loss_alpha``: ``-log_alpha * (log pi(a|s) + target_entropy)``, zero with
       ``fixed_alpha``.
+
+    Each part is also available alone, as in TorchRL: :meth:`qvalue_v2_loss`,
+    :meth:`actor_loss` and :meth:`alpha_loss` (``forward`` computes the same terms).
 
     Diagnostics (detached): ``"alpha"``, ``"entropy"`` (``-log pi`` averaged), ``"td_error"``
     (the largest absolute critic error per sample, shape ``batch.batch_size``, also written
@@ -263,7 +267,8 @@ class SACLoss(_EntropyRegularized):
         return terms, td_error
 
     def _actor_loss(self, td: TensorDictBase, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Returns ``(loss_actor, log_prob, action)`` for reparameterised policy actions."""
+        """Returns ``(loss_actor, log_prob, action)`` for reparameterised policy actions
+        (``log_prob`` with the batch's shape, as the actor gives it)."""
         acted = td.copy()
         action, log_prob = sample_with_log_prob(self.actor_network, acted)
         acted.set(self.tensor_keys.action, action)
@@ -271,8 +276,79 @@ class SACLoss(_EntropyRegularized):
             acted, self.qvalue_network.params.detach(), out_key=self.tensor_keys.state_action_value
         )
         q = self._reduce_actor_q(q)
-        log_prob = unsqueeze_like(log_prob, q)
-        return (alpha * log_prob - q).mean(), log_prob, action
+        return (alpha * unsqueeze_like(log_prob, q) - q).mean(), log_prob, action
+
+    # ---------------------------------------------------------------- TorchRL's per-part losses
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss, as TorchRL's ``SACLoss.actor_loss``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_actor, {"log_prob": log pi(a|s)})``: the loss averaged over the batch and
+            the (detached) log-probabilities of the reparameterised policy actions, which
+            :meth:`alpha_loss` takes.
+
+        Examples:
+            >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
+            ...     make_transition_batch)
+            >>> loss = SACLoss(make_tanh_normal_actor(), make_qvalue_critic(), target_entropy=-2.0)
+            >>> loss_actor, meta = loss.actor_loss(make_transition_batch(batch=(4,)))
+            >>> loss_actor.shape, meta["log_prob"].shape
+            (torch.Size([]), torch.Size([4]))
+            >>> loss.alpha_loss(meta["log_prob"]).shape
+            torch.Size([4])
+        """
+        loss, log_prob, _ = self._actor_loss(tensordict, self._alpha())
+        return loss, {"log_prob": log_prob.detach()}
+
+    def alpha_loss(self, log_prob: Tensor) -> Tensor:
+        """The temperature's loss per element, as TorchRL's ``alpha_loss``.
+
+        Args:
+            log_prob: log-probabilities of policy actions (``actor_loss``'s metadata).
+
+        Returns:
+            ``-log_alpha * (log_prob + target_entropy)`` per element (``forward`` averages
+            it); zeros with ``fixed_alpha``.
+
+        Raises:
+            RuntimeError: ``target_entropy="auto"`` without an ``action_spec`` (the action
+                size is then read from the data, which ``log_prob`` does not carry).
+        """
+        if self.target_entropy is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.alpha_loss: the target entropy is unknown (got "
+                "target_entropy='auto' and no action_spec; expected either). Pass "
+                "action_spec= or target_entropy= to the loss, or use forward()."
+            )
+        return self._alpha_loss(log_prob + self.target_entropy)
+
+    def qvalue_v2_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' loss, as TorchRL's ``qvalue_v2_loss`` (SAC without a value network).
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_qvalue, metadata)`` with the per-sample ``"td_error"`` and the detached
+            ``"pred_value"``/``"target_value"`` means (and the conservative terms of CQL).
+        """
+        terms, td_error = self._qvalue_loss(tensordict, self._alpha())
+        loss = terms.pop("loss_qvalue")
+        return loss, {"td_error": td_error, **terms}
+
+    def qvalue_v1_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """TorchRL's SAC-v1 critic loss (with a state-value network): not supported.
+
+        Raises:
+            NotImplementedError: always; tdrl's SAC is v2 (``value_network=None``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.qvalue_v1_loss: SAC v1 (a state-value network) is not "
+            "supported (got a v2 loss; expected value_network=None). Use qvalue_v2_loss."
+        )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and the diagnostics."""
@@ -284,7 +360,7 @@ class SACLoss(_EntropyRegularized):
             {
                 "loss_actor": loss_actor,
                 **terms,
-                "loss_alpha": self._alpha_loss(gap),
+                "loss_alpha": self._alpha_loss(gap).mean(),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
             }

@@ -163,36 +163,96 @@ class DiscreteSACLoss(_EntropyRegularized):
         ).amin(0)
         return (probs * (q - alpha * log_probs)).sum(-1, keepdim=True)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and the diagnostics."""
+    def _qvalue_terms(
+        self, td: TensorDictBase, alpha: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(loss_qvalue, td_error, all action values, pred, target)`` of the critics."""
         where = "DiscreteSACLoss.forward"
         keys = self.tensor_keys
-        alpha = self._alpha()
-        values = self.qvalue_network(tensordict, out_key=keys.action_value)
-        action = get_entry(tensordict, keys.action, where)
+        values = self.qvalue_network(td, out_key=keys.action_value)
+        action = get_entry(td, keys.action, where)
         pred = gather_action_value(values, action, self.action_space, lead=1)
-        next_value = self._next_value(get_entry(tensordict, "next", where), alpha)
-        target = value_target(self, tensordict, pred[0].detach(), next_value, where)
+        next_value = self._next_value(get_entry(td, "next", where), alpha)
+        target = value_target(self, td, pred[0].detach(), next_value, where)
         weight_key = keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict, weight_key, squared=False
+            pred, target, self.loss_function, td, weight_key, squared=False
         )
-        probs, log_probs = policy_probs(self.actor_network, tensordict.copy())
-        q = values.detach().amin(0)
+        return loss_qvalue, td_error, values, pred, target
+
+    def _actor_terms(self, td: TensorDictBase, q: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
+        """``(loss_actor, E_pi[log pi])`` given the critics' (detached) minimum ``q``."""
+        probs, log_probs = policy_probs(self.actor_network, td.copy())
         loss_actor = (probs * (alpha * log_probs - q)).sum(-1).mean()
-        entropy = -(probs * log_probs).sum(-1)
+        return loss_actor, (probs * log_probs).sum(-1)
+
+    # ---------------------------------------------------------------- TorchRL's per-part losses
+    def qvalue_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' loss, as TorchRL's ``DiscreteSACLoss.qvalue_loss``.
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": ...})`` with the per-sample TD error (the largest
+            absolute error over the critics).
+
+        Examples:
+            >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
+            ...     make_transition_batch)
+            >>> loss = DiscreteSACLoss(make_categorical_actor(), make_action_value_net(),
+            ...                        num_actions=2, action_space="one_hot")
+            >>> batch = make_transition_batch(batch=(4,), action="one_hot")
+            >>> loss.qvalue_loss(batch)[1]["td_error"].shape
+            torch.Size([4])
+            >>> loss_actor, meta = loss.actor_loss(batch)
+            >>> loss.alpha_loss(meta["log_prob"]).shape
+            torch.Size([4])
+        """
+        loss, td_error, *_ = self._qvalue_terms(tensordict, self._alpha())
+        return loss, {"td_error": td_error}
+
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The actor's loss ``E_pi[alpha * log pi - min_i Q_i]``, as TorchRL's ``actor_loss``.
+
+        Returns:
+            ``(loss_actor, {"log_prob": E_pi[log pi(.|s)]})`` (the expectation per state,
+            detached), which :meth:`alpha_loss` takes.
+        """
+        key = self.tensor_keys.action_value
+        with torch.no_grad():
+            q = self.qvalue_network(tensordict, out_key=key).amin(0)
+        loss, log_prob = self._actor_terms(tensordict, q, self._alpha())
+        return loss, {"log_prob": log_prob.detach()}
+
+    def alpha_loss(self, log_prob: Tensor) -> Tensor:
+        """The temperature's loss per element, ``-log_alpha * (log_prob + target_entropy)``.
+
+        Args:
+            log_prob: ``E_pi[log pi]`` per state (``actor_loss``'s metadata).
+
+        Returns:
+            The loss per element (``forward`` averages it); zeros with ``fixed_alpha``.
+        """
+        return self._alpha_loss(log_prob + self.target_entropy)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and the diagnostics."""
+        alpha = self._alpha()
+        loss_qvalue, td_error, values, pred, target = self._qvalue_terms(tensordict, alpha)
+        loss_actor, log_prob = self._actor_terms(tensordict, values.detach().amin(0), alpha)
         out = TensorDict(
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_qvalue,
-                "loss_alpha": self._alpha_loss(self.target_entropy - entropy),
+                "loss_alpha": self._alpha_loss(log_prob + self.target_entropy).mean(),
                 "alpha": alpha,
-                "entropy": entropy.detach().mean(),
+                "entropy": -log_prob.detach().mean(),
                 "pred_value": pred.detach().mean(),
                 "target_value": target.mean(),
             }
         )
-        out.set(keys.priority, td_error)
+        out.set(self.tensor_keys.priority, td_error)
         return out
 
 
