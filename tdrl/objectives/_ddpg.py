@@ -56,8 +56,8 @@ class DDPGLoss(LossModule):
         gamma: the discount of the default value estimator (TorchRL's deprecated argument).
         separate_losses: TorchRL's; only ``False``.
         reduction: only ``None``/``"mean"``.
-        use_prioritized_weights: ``"auto"``/``True`` weight the critic loss by the batch's
-            ``"priority_weight"`` when present; ``False`` never.
+        use_prioritized_weights: ``"auto"``/``True`` weight the critic and actor losses by the
+            batch's ``"priority_weight"`` when present (as TorchRL); ``False`` never.
 
     Examples:
         >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
@@ -175,7 +175,9 @@ class DDPGLoss(LossModule):
         """
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
-        return -self._q(acted, detached(self.value_network)).mean(), {}
+        weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
+        value = self._q(acted, detached(self.value_network))
+        return -batch_mean(value, tensordict, weight_key), {}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""

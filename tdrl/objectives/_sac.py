@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._utils import (
+    batch_mean,
     check_loss_function,
     check_prioritized_weights,
     get_entry,
@@ -58,6 +59,13 @@ class _EntropyRegularized(LossModule):
         low = -math.inf if min_alpha is None else math.log(min_alpha)
         high = math.inf if max_alpha is None else math.log(max_alpha)
         self._log_alpha_bounds = (low, high)
+
+    def _weight_key(self) -> NestedKey | None:
+        """The priority-weight key when this loss weights its terms (TorchRL's SAC and discrete
+        SAC weight the critic, actor and temperature losses; its REDQ and CQL do not)."""
+        if getattr(self, "_weights_supported", True) and self.use_prioritized_weights:
+            return self.tensor_keys.priority_weight
+        return None
 
     def _alpha(self) -> Tensor:
         """The detached temperature; ``log_alpha`` is first projected into its bounds."""
@@ -119,8 +127,8 @@ class SACLoss(_EntropyRegularized):
         delay_value: TorchRL's flag for the v1 value network (no effect without one).
         gamma: the discount of the default value estimator (TorchRL's deprecated argument).
         priority_key: the output key of the TD error (default ``"td_error"``).
-        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
-            ``"priority_weight"`` when present (as TorchRL); ``False`` never.
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q, actor and alpha losses by the
+            batch's ``"priority_weight"`` when present (as TorchRL); ``False`` never.
         reduction: only ``None``/``"mean"``.
         separate_losses, skip_done_states, deactivate_vmap, scalar_output_mode: TorchRL's;
             only their defaults are accepted.
@@ -160,7 +168,7 @@ class SACLoss(_EntropyRegularized):
         priority_weight: NestedKey = "priority_weight"
 
     default_value_estimator = ValueEstimators.TD0
-    # TorchRL's SAC weights its Q loss by the priority weights; its REDQ and CQL do not.
+    # TorchRL's SAC weights its Q, actor and alpha losses by the priority weights; REDQ, CQL: no.
     _weights_supported = True
     _members = "sum"
     _squared_error = False  # TorchRL: SAC's priority is |error|, REDQ's and CQL's error ** 2
@@ -254,10 +262,14 @@ class SACLoss(_EntropyRegularized):
         pred = self.qvalue_network(td, out_key=self.tensor_keys.state_action_value)
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        weighted = self._weights_supported and self.use_prioritized_weights
-        weight_key = self.tensor_keys.priority_weight if weighted else None
         loss, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, weight_key, self._members, self._squared_error
+            pred,
+            target,
+            self.loss_function,
+            td,
+            self._weight_key(),
+            self._members,
+            self._squared_error,
         )
         terms = {
             "loss_qvalue": loss,
@@ -276,7 +288,8 @@ class SACLoss(_EntropyRegularized):
             acted, self.qvalue_network.params.detach(), out_key=self.tensor_keys.state_action_value
         )
         q = self._reduce_actor_q(q)
-        return (alpha * unsqueeze_like(log_prob, q) - q).mean(), log_prob, action
+        loss = batch_mean(alpha * unsqueeze_like(log_prob, q) - q, td, self._weight_key())
+        return loss, log_prob, action
 
     # ---------------------------------------------------------------- TorchRL's per-part losses
     def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
@@ -360,7 +373,7 @@ class SACLoss(_EntropyRegularized):
             {
                 "loss_actor": loss_actor,
                 **terms,
-                "loss_alpha": self._alpha_loss(gap).mean(),
+                "loss_alpha": batch_mean(self._alpha_loss(gap), tensordict, self._weight_key()),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
             }

@@ -14,6 +14,7 @@ from torch import Tensor
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks, _EntropyRegularized
 from tdrl.objectives._utils import (
+    batch_mean,
     check_loss_function,
     check_prioritized_weights,
     gather_action_value,
@@ -65,8 +66,8 @@ class DiscreteSACLoss(_EntropyRegularized):
         delay_qvalue: use target critics (updated by ``SoftUpdate``) for the bootstrap.
         min_alpha, max_alpha: bounds of the temperature (``log_alpha`` is projected).
         priority_key: the output key of the TD error (default ``"td_error"``).
-        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
-            ``"priority_weight"`` when present (as TorchRL); ``False`` never.
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q, actor and alpha losses by the
+            batch's ``"priority_weight"`` when present (as TorchRL); ``False`` never.
         reduction: only ``None``/``"mean"``.
         separate_losses, skip_done_states, deactivate_vmap, scalar_output_mode: TorchRL's;
             only their defaults are accepted.
@@ -174,16 +175,16 @@ class DiscreteSACLoss(_EntropyRegularized):
         pred = gather_action_value(values, action, self.action_space, lead=1)
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        weight_key = keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, weight_key, squared=False
+            pred, target, self.loss_function, td, self._weight_key(), squared=False
         )
         return loss_qvalue, td_error, values, pred, target
 
     def _actor_terms(self, td: TensorDictBase, q: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
         """``(loss_actor, E_pi[log pi])`` given the critics' (detached) minimum ``q``."""
         probs, log_probs = policy_probs(self.actor_network, td.copy())
-        loss_actor = (probs * (alpha * log_probs - q)).sum(-1).mean()
+        per_state = (probs * (alpha * log_probs - q)).sum(-1)
+        loss_actor = batch_mean(per_state, td, self._weight_key())
         return loss_actor, (probs * log_probs).sum(-1)
 
     # ---------------------------------------------------------------- TorchRL's per-part losses
@@ -245,7 +246,9 @@ class DiscreteSACLoss(_EntropyRegularized):
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_qvalue,
-                "loss_alpha": self._alpha_loss(log_prob + self.target_entropy).mean(),
+                "loss_alpha": batch_mean(
+                    self._alpha_loss(log_prob + self.target_entropy), tensordict, self._weight_key()
+                ),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
                 "pred_value": pred.detach().mean(),

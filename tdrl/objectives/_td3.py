@@ -16,6 +16,7 @@ from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_tar
 from tdrl.objectives._utils import (
     act,
     action_bounds,
+    batch_mean,
     check_loss_function,
     check_prioritized_weights,
     get_entry,
@@ -64,8 +65,8 @@ class TD3Loss(LossModule):
         delay_qvalue: use target critics for the next value.
         gamma: the discount of the default value estimator (TorchRL's deprecated argument).
         priority_key: the output key of the TD error (default ``"td_error"``).
-        use_prioritized_weights: ``"auto"``/``True`` weight the Q loss by the batch's
-            ``"priority_weight"`` when present; ``False`` never.
+        use_prioritized_weights: ``"auto"``/``True`` weight the Q and actor losses by the
+            batch's ``"priority_weight"`` when present (as TorchRL); ``False`` never.
         reduction: only ``None``/``"mean"``.
         separate_losses, deactivate_vmap: TorchRL's; only their defaults are accepted.
 
@@ -196,7 +197,9 @@ class TD3Loss(LossModule):
         act(self.actor_network, self._actor_layers, acted, None)
         first = self.qvalue_network.params.detach()[0]
         value = self.qvalue_network(acted, first, out_key=key)
-        return -value.mean(), {"state_action_value_actor": value.detach().mean()}
+        weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
+        loss = -batch_mean(value, tensordict, weight_key)
+        return loss, {"state_action_value_actor": value.detach().mean()}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""
