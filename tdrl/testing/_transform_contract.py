@@ -202,7 +202,7 @@ class TransformTestEnv(EnvBase):
             out["obs64"] = out["obs64"] + tensordict.get("force")
         return out
 
-    def _set_seed(self, seed: int) -> None:
+    def _set_seed(self, seed: int | None) -> None:
         self.seed = seed
 
 
