@@ -101,7 +101,7 @@ def tdrl_deterministic_actor():
 def tdrl_step(loss, batch):
     optim = torch.optim.Adam(loss.parameters(), lr=1e-4)
 
-    terms = [k for k in loss(batch).keys() if k.startswith("loss_")]
+    terms = [k for k in loss(batch).keys() if k == "loss" or k.startswith("loss_")]
 
     def step():
         out = loss(batch)
