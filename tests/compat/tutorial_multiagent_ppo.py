@@ -20,8 +20,11 @@ from tensordict.nn import TensorDictModule
 from tensordict.nn.distributions import NormalParamExtractor
 
 from tdrl.collectors import Collector
-from tdrl.data import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-from tdrl.envs import MultiAgentNavigationEnv, RewardSum, TransformedEnv, check_env_specs
+from tdrl.data.replay_buffers import ReplayBuffer
+from tdrl.data.replay_buffers.samplers import SamplerWithoutReplacement
+from tdrl.data.replay_buffers.storages import LazyTensorStorage
+from tdrl.envs import MultiAgentNavigationEnv, RewardSum, TransformedEnv
+from tdrl.envs.utils import check_env_specs
 from tdrl.modules import MultiAgentMLP, ProbabilisticActor, TanhNormal
 from tdrl.objectives import ClipPPOLoss, ValueEstimators
 

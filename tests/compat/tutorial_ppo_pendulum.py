@@ -18,18 +18,12 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from tdrl.collectors import Collector
-from tdrl.data import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-from tdrl.envs import (
-    Compose,
-    DoubleToFloat,
-    ExplorationType,
-    GymEnv,
-    ObservationNorm,
-    StepCounter,
-    TransformedEnv,
-    check_env_specs,
-    set_exploration_type,
-)
+from tdrl.data.replay_buffers import ReplayBuffer
+from tdrl.data.replay_buffers.samplers import SamplerWithoutReplacement
+from tdrl.data.replay_buffers.storages import LazyTensorStorage
+from tdrl.envs import Compose, DoubleToFloat, ObservationNorm, StepCounter, TransformedEnv
+from tdrl.envs.libs.gym import GymEnv
+from tdrl.envs.utils import ExplorationType, check_env_specs, set_exploration_type
 from tdrl.modules import NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from tdrl.objectives import ClipPPOLoss
 from tdrl.objectives.value import GAE
