@@ -57,7 +57,7 @@ class TensorSpec(abc.ABC):
     dtype: torch.dtype | None
 
     def __init__(
-        self, shape: ShapeLike, device: torch.device | None, dtype: torch.dtype | None
+        self, shape: ShapeLike | None, device: torch.device | None, dtype: torch.dtype | None
     ) -> None:
         self.shape = as_shape(shape)
         self.device = device
@@ -206,11 +206,17 @@ class TensorSpec(abc.ABC):
                 f" {self._domain_text()}). Use spec.project(value) or fix the producer."
             )
 
-    def encode(self, val: Any) -> torch.Tensor:
+    def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
         """Turns a numpy array, python scalar, list or tensor into a tensor of this spec.
 
         The result has the spec dtype and device; it is reshaped to the spec shape when only
         the number of elements matches.
+
+        Args:
+            val: the value to encode.
+            ignore_device: if True, the value is not moved to the spec device (numpy data
+                stays on CPU, tensors where they are), so the caller can move a whole
+                TensorDict at once.
 
         Examples:
             >>> import numpy as np
@@ -219,11 +225,11 @@ class TensorSpec(abc.ABC):
             [[0.0, 1.0], [2.0, 3.0]]
         """
         if isinstance(val, torch.Tensor):
-            t = val.to(device=self.device, dtype=self.dtype)
-        elif isinstance(val, np.ndarray):
-            t = torch.as_tensor(val, dtype=self.dtype, device=self.device)
+            t = val.to(dtype=self.dtype) if ignore_device else val.to(self.device, self.dtype)
         else:
-            t = torch.as_tensor(np.asarray(val), dtype=self.dtype, device=self.device)
+            device = None if ignore_device else self.device
+            arr = val if isinstance(val, np.ndarray) else np.asarray(val)
+            t = torch.as_tensor(arr, dtype=self.dtype, device=device)
         lead = t.ndim - self.ndim
         if lead >= 0 and t.shape[lead:] == self.shape:
             return t
@@ -234,6 +240,47 @@ class TensorSpec(abc.ABC):
             f" {tuple(t.shape)}; expected trailing dims {tuple(self.shape)} or"
             f" {self.shape.numel()} elements). Pass data of the spec shape."
         )
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> Any:
+        """The numpy array of a tensor of this spec (the inverse of :meth:`encode`).
+
+        Args:
+            val: a tensor of this spec.
+            safe: if True, ``val`` is checked first (:meth:`assert_is_in`); ``None`` means
+                False (TorchRL's default; tdrl has no environment switch for it).
+
+        Raises:
+            SpecError: ``safe`` is True and ``val`` is not in the spec.
+
+        Examples:
+            >>> from tdrl.specs import Categorical
+            >>> Categorical(3, shape=(2,)).to_numpy(torch.tensor([0, 2]))
+            array([0, 2])
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val.detach().cpu().numpy()
+
+    def type_check(self, value: torch.Tensor, key: Any = None) -> None:
+        """Raises ``TypeError`` if ``value`` does not have the spec dtype (nothing else checked).
+
+        Args:
+            value: the tensor to check.
+            key: the entry name, used in the message.
+
+        Examples:
+            >>> from tdrl.specs import Unbounded
+            >>> Unbounded().type_check(torch.zeros(1, dtype=torch.int64), key="obs")
+            Traceback (most recent call last):
+            ...
+            TypeError: Unbounded.type_check: value for key 'obs' has the wrong dtype ...
+        """
+        dtype = getattr(value, "dtype", type(value).__name__)
+        if dtype != self.dtype:
+            raise TypeError(
+                f"{type(self).__name__}.type_check: value{_for_key(key)} has the wrong dtype"
+                f" (got {dtype}; expected {self.dtype}). Cast it with .to({self.dtype})."
+            )
 
     # ------------------------------------------------------------------ shapes
     def _map(self, shape: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -10,6 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from tdrl.errors import SpecError
 from tdrl.specs._base import TensorSpec
+from tdrl.specs._composite_ops import CompositeOps
 from tdrl.specs._non_tensor import NonTensor
 from tdrl.specs._utils import (
     DeviceLike,
@@ -54,11 +55,15 @@ def _getter(td: TensorDictBase) -> Any:
     return td.get
 
 
+def _not_composite(cls: type) -> bool:
+    return not issubclass(cls, Composite)
+
+
 def _show(path: tuple[str, ...]) -> NestedKey:
     return path[0] if len(path) == 1 else path
 
 
-class Composite(TensorSpec):
+class Composite(CompositeOps, TensorSpec):
     """A nested mapping ``str -> TensorSpec`` describing a TensorDict.
 
     ``shape`` is the batch shape: every entry's shape starts with it. Nested keys are tuples
@@ -133,7 +138,7 @@ class Composite(TensorSpec):
             " Check the key or add the entry."
         )
 
-    def set(self, key: NestedKey, spec: TensorSpec | Mapping[str, Any]) -> Composite:
+    def set(self, name: NestedKey, spec: TensorSpec | Mapping[str, Any]) -> Composite:
         """Sets an entry; a nested key creates the missing intermediate Composites.
 
         Raises:
@@ -147,7 +152,7 @@ class Composite(TensorSpec):
             >>> spec["a"].shape
             torch.Size([2])
         """
-        path = _path(key, "Composite.set")
+        path = _path(name, "Composite.set")
         node: Composite = self
         for k in path[:-1]:
             child = node._specs.get(k)
@@ -270,48 +275,78 @@ class Composite(TensorSpec):
     def __iter__(self) -> Iterator[str]:
         return iter(self._specs)
 
-    def keys(self, include_nested: bool = False, leaves_only: bool = False) -> list[NestedKey]:
+    def keys(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+        step_mdp_static_only: bool = False,
+    ) -> list[NestedKey]:
         """Entry keys; nested ones as tuples when ``include_nested`` (like TensorDict).
+
+        Args:
+            include_nested: also list the keys inside nested Composites.
+            leaves_only: list only the entries ``is_leaf`` accepts.
+            is_leaf: reads a spec class, says whether it counts as a leaf (default: every
+                class but Composite). Nested Composites are walked either way.
+            step_mdp_static_only: TorchRL's filter for ``step_mdp_static`` composites; tdrl
+                composites never are (``step_mdp_static=True`` is refused), so it changes
+                nothing, as in TorchRL for such composites.
 
         Examples:
             >>> from tdrl.specs import Unbounded
             >>> spec = Composite(a=Unbounded(), b={"c": Unbounded()})
             >>> spec.keys(), spec.keys(True), spec.keys(True, True)
             (['a', 'b'], ['a', 'b', ('b', 'c')], ['a', ('b', 'c')])
+            >>> spec.keys(leaves_only=True, is_leaf=lambda cls: True)
+            ['a', 'b']
         """
-        return [k for k, _ in self.items(include_nested, leaves_only)]
+        return [k for k, _ in self.items(include_nested, leaves_only, is_leaf=is_leaf)]
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+        step_mdp_static_only: bool = False,
     ) -> list[tuple[NestedKey, TensorSpec]]:
-        """``(key, spec)`` pairs with the same flags as :meth:`keys`.
+        """``(key, spec)`` pairs with the same arguments as :meth:`keys`.
 
         Examples:
             >>> from tdrl.specs import Unbounded
             >>> [k for k, _ in Composite(a={"b": Unbounded()}).items(True, True)]
             [('a', 'b')]
         """
+        leaf = _not_composite if is_leaf is None else is_leaf
         out: list[tuple[NestedKey, TensorSpec]] = []
         for k, v in self._specs.items():
-            nested = isinstance(v, Composite)
-            if not (leaves_only and nested):
+            if not leaves_only or leaf(type(v)):
                 out.append((k, v))
             if include_nested and isinstance(v, Composite):
-                for sub, spec in v.items(True, leaves_only):
+                for sub, spec in v.items(True, leaves_only, is_leaf=leaf):
                     out.append(((k, *_path(sub, "")), spec))
         return out
 
-    def values(self, include_nested: bool = False, leaves_only: bool = False) -> list[TensorSpec]:
-        """Entry specs with the same flags as :meth:`keys`.
+    def values(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+        step_mdp_static_only: bool = False,
+    ) -> list[TensorSpec]:
+        """Entry specs with the same arguments as :meth:`keys`.
 
         Examples:
             >>> from tdrl.specs import Unbounded
             >>> len(Composite(a=Unbounded(), b=Unbounded()).values())
             2
         """
-        return [v for _, v in self.items(include_nested, leaves_only)]
+        return [v for _, v in self.items(include_nested, leaves_only, is_leaf=is_leaf)]
 
-    def update(self, other: Composite | Mapping[str, Any]) -> Composite:
+    def update(self, dict_or_spec: Composite | Mapping[str, Any]) -> Composite:
         """Sets every entry of ``other``; nested Composites are merged recursively.
 
         Examples:
@@ -320,7 +355,7 @@ class Composite(TensorSpec):
             >>> spec.update({"a": {"c": Unbounded()}}).keys(True, True)
             [('a', 'b'), ('a', 'c')]
         """
-        for k, v in other.items():
+        for k, v in dict_or_spec.items():
             if isinstance(v, Mapping):
                 v = Composite(v, shape=self.shape, device=self.device)
             mine = self._specs.get(k) if isinstance(k, str) else None
@@ -499,22 +534,6 @@ class Composite(TensorSpec):
                 out.set(k, spec.project(value))
         return out
 
-    def encode(self, vals: Mapping[str, Any]) -> TensorDict:
-        """A TensorDict from a (nested) dict of numpy arrays, scalars, lists or tensors.
-
-        Examples:
-            >>> import numpy as np
-            >>> from tdrl.specs import Unbounded
-            >>> Composite(a=Unbounded(shape=(2,))).encode({"a": np.ones(2)})["a"].dtype
-            torch.float32
-        """
-        data = {}
-        for k, v in vals.items():
-            if k not in self._specs:
-                raise self._missing((k,), "Composite.encode")
-            data[k] = self._specs[k].encode(v)
-        return TensorDict(data, batch_size=self.shape, device=self.device)
-
     # ------------------------------------------------------------------ shapes
     def _apply(self, shape: torch.Size, fn: Any, device: Any = _MISSING) -> Composite:
         out = Composite(shape=shape, device=self.device if device is _MISSING else device)
@@ -610,41 +629,6 @@ class Composite(TensorSpec):
         return all(v == other._specs[k] for k, v in self._specs.items())
 
     __hash__ = None  # type: ignore[assignment]
-
-    # ------------------------------------------------------------------ locking
-    @property
-    def is_locked(self) -> bool:
-        """Whether setting or deleting entries is refused."""
-        return self._locked
-
-    def lock_(self) -> Composite:
-        """Refuses further set/delete on this composite and its nested composites.
-
-        Examples:
-            >>> from tdrl.specs import Unbounded
-            >>> spec = Composite().lock_()
-            >>> spec["a"] = Unbounded()
-            Traceback (most recent call last):
-            ...
-            RuntimeError: Composite.set: cannot set key 'a' on a locked Composite ...
-        """
-        return self._set_lock(True)
-
-    def unlock_(self) -> Composite:
-        """Allows set/delete again (recursively).
-
-        Examples:
-            >>> Composite().lock_().unlock_().is_locked
-            False
-        """
-        return self._set_lock(False)
-
-    def _set_lock(self, value: bool) -> Composite:
-        self._locked = value
-        for v in self._specs.values():
-            if isinstance(v, Composite):
-                v._set_lock(value)
-        return self
 
     # ------------------------------------------------------------------ keys
     def flatten_keys(self, sep: str = ".") -> Composite:

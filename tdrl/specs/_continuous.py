@@ -11,6 +11,11 @@ from tdrl.specs._utils import DeviceLike, ShapeLike, as_shape, leaf_device
 __all__ = ["Bounded", "Unbounded"]
 
 
+def _default_dtype(dtype: torch.dtype | None) -> torch.dtype:
+    """TorchRL's rule: no dtype means torch's default float dtype."""
+    return torch.get_default_dtype() if dtype is None else dtype
+
+
 def _is_int(dtype: torch.dtype | None) -> bool:
     return dtype is not None and not dtype.is_floating_point and not dtype.is_complex
 
@@ -24,7 +29,7 @@ class Unbounded(TensorSpec):
     Args:
         shape: the spec shape (int, tuple or torch.Size; default ``(1,)``, as TorchRL).
         device: where values live (default CPU).
-        dtype: the value dtype.
+        dtype: the value dtype (``None``: ``torch.get_default_dtype()``, as TorchRL).
 
     Examples:
         >>> spec = Unbounded(shape=(2, 3))
@@ -36,9 +41,9 @@ class Unbounded(TensorSpec):
         self,
         shape: ShapeLike = (1,),
         device: DeviceLike = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(shape, leaf_device(device), dtype)
+        super().__init__(shape, leaf_device(device), _default_dtype(dtype))
 
     @property
     def space(self) -> ContinuousBox:
@@ -78,11 +83,16 @@ class Bounded(TensorSpec):
     """Values in the box ``[low, high]`` (inclusive).
 
     Args:
-        low: lower bound, a scalar or a tensor broadcastable to ``shape``.
-        high: upper bound, a scalar or a tensor broadcastable to ``shape``.
+        low: lower bound, a scalar or a tensor broadcastable to ``shape`` (required, as in
+            TorchRL, whose signature defaults it to None and then refuses None).
+        high: upper bound, a scalar or a tensor broadcastable to ``shape`` (required).
         shape: the spec shape; inferred from ``low``/``high`` when not given.
         device: where values live (default CPU).
-        dtype: the value dtype; integer dtypes draw integers in ``[low, high]``.
+        dtype: the value dtype (``None``: ``torch.get_default_dtype()``, as TorchRL); integer
+            dtypes draw integers in ``[low, high]``.
+
+    Raises:
+        TypeError: ``low`` or ``high`` is missing.
 
     Attributes:
         low: the lower bound as a tensor of the spec shape.
@@ -101,12 +111,18 @@ class Bounded(TensorSpec):
 
     def __init__(
         self,
-        low: float | torch.Tensor,
-        high: float | torch.Tensor,
+        low: float | torch.Tensor | None = None,
+        high: float | torch.Tensor | None = None,
         shape: ShapeLike | None = None,
         device: DeviceLike = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> None:
+        if low is None or high is None:
+            raise TypeError(
+                f"Bounded.__init__: both bounds are required (got low={low!r}, high={high!r};"
+                " expected numbers or tensors). Pass low and high, or use Unbounded."
+            )
+        dtype = _default_dtype(dtype)
         dev = leaf_device(device)
         low_t = torch.as_tensor(low, device=dev).to(dtype)
         high_t = torch.as_tensor(high, device=dev).to(dtype)

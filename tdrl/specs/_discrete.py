@@ -93,7 +93,7 @@ class Categorical(_MaskedSpec):
 
     Args:
         n: number of categories.
-        shape: the spec shape (one index per element).
+        shape: the spec shape (one index per element; ``None``: ``()``).
         device: where values live (default CPU).
         dtype: an integer dtype, or ``torch.bool`` when ``n == 2``.
         mask: optional boolean mask of shape broadcastable to ``(*shape, n)``; True = allowed.
@@ -110,7 +110,7 @@ class Categorical(_MaskedSpec):
     def __init__(
         self,
         n: int,
-        shape: ShapeLike = (),
+        shape: ShapeLike | None = None,
         device: DeviceLike = None,
         dtype: torch.dtype = torch.int64,
         mask: torch.Tensor | None = None,
@@ -211,6 +211,27 @@ class Categorical(_MaskedSpec):
             torch.Size([2, 3])
         """
         return OneHot(self.n, shape=(*self.shape, self.n), device=self.device, mask=self.mask)
+
+    def to_categorical(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Returns ``val``: it is already categorical (checked first when ``safe``).
+
+        Examples:
+            >>> Categorical(3).to_categorical(torch.tensor(2)).item()
+            2
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val
+
+    def to_categorical_spec(self) -> Categorical:
+        """Returns this spec (already categorical).
+
+        Examples:
+            >>> spec = Categorical(3)
+            >>> spec.to_categorical_spec() is spec
+            True
+        """
+        return self
 
     def cardinality(self) -> int:
         """Number of distinct values of one element.
@@ -343,6 +364,27 @@ class OneHot(_MaskedSpec):
             torch.Size([2])
         """
         return Categorical(self.n, shape=self.shape[:-1], device=self.device, mask=self.mask)
+
+    def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Returns ``val``: it is already one-hot (checked first when ``safe``).
+
+        Examples:
+            >>> OneHot(2).to_one_hot(torch.tensor([True, False])).tolist()
+            [True, False]
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val
+
+    def to_one_hot_spec(self) -> OneHot:
+        """Returns this spec (already one-hot).
+
+        Examples:
+            >>> spec = OneHot(3)
+            >>> spec.to_one_hot_spec() is spec
+            True
+        """
+        return self
 
     def cardinality(self) -> int:
         """Number of distinct values of one one-hot vector.

@@ -196,6 +196,27 @@ class MultiCategorical(_MultiBase):
         shape = (*self.shape[:-1], sum(self.nvec))
         return MultiOneHot(self.nvec, shape=shape, device=self.device, mask=self.mask)
 
+    def to_categorical(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Returns ``val``: it is already categorical (checked first when ``safe``).
+
+        Examples:
+            >>> MultiCategorical([2, 3]).to_categorical(torch.tensor([1, 2])).tolist()
+            [1, 2]
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val
+
+    def to_categorical_spec(self) -> MultiCategorical:
+        """Returns this spec (already categorical).
+
+        Examples:
+            >>> spec = MultiCategorical([2, 3])
+            >>> spec.to_categorical_spec() is spec
+            True
+        """
+        return self
+
 
 class MultiOneHot(_MultiBase):
     """Several one-hot sub-actions laid end to end along the last dim (size ``sum(nvec)``).
@@ -319,3 +340,24 @@ class MultiOneHot(_MultiBase):
         """
         shape = (*self.shape[:-1], len(self.nvec))
         return MultiCategorical(self.nvec, shape=shape, device=self.device, mask=self.mask)
+
+    def to_one_hot(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
+        """Returns ``val``: it is already one-hot (checked first when ``safe``).
+
+        Examples:
+            >>> MultiOneHot([1, 2]).to_one_hot(torch.tensor([True, False, True])).tolist()
+            [True, False, True]
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val
+
+    def to_one_hot_spec(self) -> MultiOneHot:
+        """Returns this spec (already one-hot).
+
+        Examples:
+            >>> spec = MultiOneHot([2, 3])
+            >>> spec.to_one_hot_spec() is spec
+            True
+        """
+        return self

@@ -111,8 +111,12 @@ class NonTensor(TensorSpec):
         """
         return val
 
-    def encode(self, val: Any) -> Any:
+    def encode(self, val: Any, *, ignore_device: bool = False) -> Any:
         """Wraps ``val`` in a ``NonTensorData`` of the spec shape (non-tensor data passes through).
+
+        Args:
+            val: the payload.
+            ignore_device: if True, the result has no device (instead of the spec device).
 
         Examples:
             >>> NonTensor(shape=(2,)).encode("a").batch_size
@@ -120,7 +124,19 @@ class NonTensor(TensorSpec):
         """
         if is_non_tensor(val):
             return val
-        return NonTensorData(val, batch_size=self.shape, device=self.device)
+        device = None if ignore_device else self.device
+        return NonTensorData(val, batch_size=self.shape, device=device)
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> Any:
+        """Returns ``val`` unchanged (non-tensor data has no numpy form), checked when ``safe``.
+
+        Examples:
+            >>> NonTensor().to_numpy("a")
+            'a'
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val
 
     def to(self, dest: DeviceLike | torch.dtype) -> NonTensor:
         """A copy on another device (dtypes do not apply and are refused).

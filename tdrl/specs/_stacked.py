@@ -276,8 +276,10 @@ class StackedComposite(TensorSpec):
         lead = val.batch_dims - self.ndim
         return self._lazy([s.project(p) for s, p in zip(self.specs, parts)], lead)
 
-    def encode(self, vals: Sequence[Any]) -> LazyStackedTensorDict:
+    def encode(self, val: Sequence[Any], *, ignore_device: bool = False) -> LazyStackedTensorDict:
         """A lazy stack from one (nested) dict of values per element.
+
+        ``ignore_device`` is passed to every element (see :meth:`Composite.encode`).
 
         Examples:
             >>> from tdrl.specs import Composite, Unbounded
@@ -285,7 +287,8 @@ class StackedComposite(TensorSpec):
             >>> stack_specs([a, b]).encode([{"x": [1.0]}, {"x": [2.0, 3.0]}])[1]["x"].tolist()
             [2.0, 3.0]
         """
-        return self._lazy([s.encode(v) for s, v in zip(self.specs, vals)], 0)
+        parts = [s.encode(v, ignore_device=ignore_device) for s, v in zip(self.specs, val)]
+        return self._lazy(parts, 0)
 
     # ------------------------------------------------------------------ structure
     def __len__(self) -> int:
