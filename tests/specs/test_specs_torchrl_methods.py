@@ -193,3 +193,18 @@ def test_composite_to_numpy_and_type_check():
         spec.type_check(td, "b")
     with pytest.raises(TypeError, match=r"Composite.type_check: value is not a TensorDict"):
         spec.type_check(torch.zeros(2))
+
+
+def test_make_composite_from_td_unsqueezes_null_shapes_like_torchrl():
+    from tdrl.specs import make_composite_from_td
+
+    td = TensorDict(r=torch.tensor(1.0), obs=torch.zeros(3), sub=TensorDict(x=torch.tensor(2)))
+    spec = make_composite_from_td(data=td)
+    assert spec["r"].shape == (1,) and spec["sub", "x"].shape == (1,)
+    assert spec["obs"].shape == (3,) and spec["sub", "x"].dtype == torch.int64
+    kept = make_composite_from_td(td, unsqueeze_null_shapes=False)
+    assert kept["r"].shape == () and kept["sub", "x"].shape == () and kept.is_in(td)
+    batched = make_composite_from_td(TensorDict(r=torch.zeros(4), batch_size=[4]))
+    assert batched["r"].shape == (4,)  # only null shapes change
+    with pytest.raises(NotImplementedError, match="dynamic_shape=True is not supported"):
+        make_composite_from_td(td, dynamic_shape=True)
