@@ -24,6 +24,7 @@ from tdrl.specs._multi_discrete import MultiCategorical, MultiOneHot
 from tdrl.specs._non_tensor import NonTensor
 from tdrl.specs._space import BoxList, CategoricalBox, ContinuousBox
 from tdrl.specs._stacked import StackedComposite, stack_specs
+from tdrl.specs._stacked_leaves import Stacked
 
 __all__ = [
     "Binary",
@@ -37,6 +38,7 @@ __all__ = [
     "MultiOneHot",
     "NonTensor",
     "OneHot",
+    "Stacked",
     "StackedComposite",
     "TensorSpec",
     "Unbounded",

@@ -12,6 +12,7 @@ from tensordict import LazyStackedTensorDict, TensorDictBase
 from tdrl.errors import SpecError
 from tdrl.specs._base import TensorSpec
 from tdrl.specs._composite import Composite, NestedKey, is_key
+from tdrl.specs._stacked_leaves import Stacked
 from tdrl.specs._utils import DeviceLike, ShapeLike, as_shape, norm_dim, shape_from_args
 
 __all__ = ["StackedComposite", "stack_specs"]
@@ -69,10 +70,20 @@ def _stack_composites(specs: list[Composite], dim: int) -> Composite | None:
     return out
 
 
+def _stackable(specs: list[TensorSpec]) -> bool:
+    """Whether leaves can form a :class:`Stacked` (one class, dtype, device and ndim)."""
+    first = specs[0]
+    if hasattr(first, "keys"):
+        return False
+    key = (type(first), first.dtype, first.device, first.ndim)
+    return all((type(s), s.dtype, s.device, s.ndim) == key for s in specs)
+
+
 def stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
     """Stacks specs along a new batch dim ``dim`` (what ``torch.stack`` on specs calls).
 
-    Equal leaves stack into one leaf (bounds and masks are stacked). Composites whose entries
+    Equal leaves stack into one leaf (bounds and masks are stacked); leaves of one class, dtype
+    and device whose shapes (or ``n``) differ give a :class:`Stacked`. Composites whose entries
     all stack give a plain :class:`Composite`; otherwise (entries of different shapes or
     classes, or different keys) a :class:`StackedComposite` keeps each composite as is.
 
@@ -81,7 +92,8 @@ def stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
         dim: where the new dim goes, within the batch dims.
 
     Raises:
-        ValueError: leaves that differ, or composites of different batch shapes.
+        ValueError: leaves of different classes, dtypes, devices or numbers of dims, or
+            composites of different batch shapes.
 
     Examples:
         >>> from tdrl.specs import Composite, Unbounded
@@ -109,10 +121,12 @@ def stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
         return stacked if stacked is not None else StackedComposite(specs, dim=d)  # type: ignore[arg-type]
     leaf = _stack_leaves(specs, d)
     if leaf is None:
+        if _stackable(specs) and d <= first._index_ndim:
+            return Stacked(*specs, dim=d)
         raise ValueError(
             f"stack_specs: leaves differ (got {[repr(s) for s in specs]}; expected one class,"
-            f" shape, dtype and device, and dim <= {first._index_ndim}). Put heterogeneous"
-            " leaves inside Composites to get a StackedComposite."
+            " dtype, device and number of dims, and a batch dim). Put heterogeneous leaves"
+            " inside Composites to get a StackedComposite."
         )
     return leaf
 

@@ -11,6 +11,7 @@ from tdrl.specs import (
     Bounded,
     Categorical,
     Composite,
+    Stacked,
     StackedComposite,
     Unbounded,
     make_composite_from_td,
@@ -47,11 +48,19 @@ def test_equal_leaves_stack_bounds_and_masks():
     assert (draws[:, 0] == 0).all() and draws[:, 1].unique().numel() == 3
 
 
-def test_different_leaves_cannot_stack():
+def test_leaves_of_different_shapes_or_n_give_stacked_like_torchrl():
+    ragged = torch.stack([Unbounded(shape=(3,)), Unbounded(shape=(4,))], 0)
+    assert isinstance(ragged, Stacked) and ragged.shape == (2, -1)
+    assert isinstance(stack_specs([Categorical(3), Categorical(4)]), Stacked)
+
+
+def test_leaves_of_different_classes_or_dtypes_cannot_stack():
     with pytest.raises(ValueError, match="leaves differ"):
-        torch.stack([Unbounded(shape=(3,)), Unbounded(shape=(4,))], 0)
+        torch.stack([Unbounded(shape=(3,)), Categorical(3, shape=(3,))], 0)
     with pytest.raises(ValueError, match="leaves differ"):
-        stack_specs([Categorical(3), Categorical(4)])
+        stack_specs([Unbounded(shape=(3,)), Unbounded(shape=(3,), dtype=torch.int64)])
+    with pytest.raises(ValueError, match="leaves differ"):
+        stack_specs([Unbounded(shape=(3,)), Unbounded(shape=(3, 1))])
     with pytest.raises(ValueError, match="different batch shapes"):
         stack_specs([Composite(shape=(2,)), Composite(shape=(3,))])
 
@@ -97,8 +106,8 @@ def test_heterogeneous_is_in_and_assert_name_element_and_key():
     assert not stacked.is_in(TensorDict(batch_size=[3]))
     with pytest.raises(SpecError, match="does not fit the stack"):
         stacked.check_shape_dtype(TensorDict(batch_size=[3]))
-    with pytest.raises(ValueError, match="leaves differ"):
-        stacked["obs"]
+    obs = stacked["obs"]  # obs of shapes (3,) and (5,): a Stacked leaf, as TorchRL
+    assert isinstance(obs, Stacked) and obs.shape == (2, -1) and obs[1].shape == (5,)
 
 
 def test_stack_dim_inside_batch():
