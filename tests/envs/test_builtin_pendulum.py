@@ -105,3 +105,26 @@ def test_seeding_is_reproducible():
 
     assert torch.equal(first_obs(4), first_obs(4))
     assert not torch.equal(first_obs(4), first_obs(5))
+
+
+def test_move_state_moves_tensor_attributes_and_keeps_same_device_generators():
+    from tdrl.envs.builtin._common import move_state
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.state = torch.ones(2)
+    rng = torch.Generator()
+    move_state(h, torch.device("meta"))  # meta: a second device without an accelerator
+    assert h.state.device == torch.device("meta") and h.state.shape == (2,)
+    g = Holder()
+    g.rng = rng
+    move_state(g, torch.device("cpu"))
+    assert g.rng is rng
+
+
+def test_pendulum_to_its_own_device_is_a_no_op():
+    env = PendulumEnv(batch_size=(2,))
+    state = env._state
+    assert env.to("cpu") is env and env._state is state

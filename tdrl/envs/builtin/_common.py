@@ -18,6 +18,7 @@ __all__ = [
     "discrete_action_spec",
     "kept_done_flags",
     "make_generator",
+    "move_state",
     "read_mask",
     "seed_generator",
 ]
@@ -32,6 +33,21 @@ def make_generator(device: torch.device | None) -> torch.Generator:
     gen = torch.Generator(device=device or "cpu")
     gen.manual_seed(int(torch.randint(0, 2**62, ()).item()))
     return gen
+
+
+def move_state(env: object, device: torch.device) -> None:
+    """Moves the tensors and generators an env holds as attributes to ``device`` (its ``_to``).
+
+    A generator cannot change device: it is replaced by one on ``device`` seeded with a draw
+    from the old one, so a moved env stays reproducible.
+    """
+    for name, value in list(vars(env).items()):
+        if isinstance(value, torch.Tensor):
+            setattr(env, name, value.to(device))
+        elif isinstance(value, torch.Generator) and value.device != device:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(int(torch.randint(0, 2**62, (), generator=value).item()))
+            setattr(env, name, gen)
 
 
 def seed_generator(gen: torch.Generator, seed: int | None) -> None:
@@ -121,6 +137,9 @@ class StatefulEnvBase(EnvBase):
         self._state = torch.zeros((*b, dim), device=dev)
         self._steps = torch.zeros((*b, 1), dtype=torch.int64, device=dev)
         self._false = torch.zeros((*b, 1), dtype=torch.bool, device=dev)
+
+    def _to(self, device: torch.device) -> None:
+        move_state(self, device)
 
     def _observation(self) -> torch.Tensor:
         raise NotImplementedError

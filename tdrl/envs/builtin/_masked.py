@@ -13,6 +13,7 @@ from tdrl.envs.builtin._common import (
     discrete_action_spec,
     kept_done_flags,
     make_generator,
+    move_state,
     read_mask,
     seed_generator,
 )
@@ -155,3 +156,6 @@ class MaskedActionEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         seed_generator(self._rng, seed)
+
+    def _to(self, device: torch.device) -> None:
+        move_state(self, device)

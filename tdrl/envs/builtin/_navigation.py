@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from tdrl.envs.builtin._common import make_generator, read_mask, seed_generator
+from tdrl.envs.builtin._common import make_generator, move_state, read_mask, seed_generator
 from tdrl.envs.core import EnvBase
 from tdrl.specs import Bounded, Categorical, Composite, Unbounded
 
@@ -192,3 +192,6 @@ class MultiAgentNavigationEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         seed_generator(self._rng, seed)
+
+    def _to(self, device: torch.device) -> None:
+        move_state(self, device)

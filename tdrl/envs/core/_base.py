@@ -460,6 +460,64 @@ class EnvBase(SpecOwner, EnvChecks):
             set_truncated_last(self, data)
         return data
 
+    def to(self, device: torch.device | str | int) -> EnvBase:
+        """Moves the env to ``device`` (its specs, and its data through ``_to``); returns ``self``.
+
+        As in TorchRL, ``env.to(device)`` returns the env itself. The specs move here; the
+        env's own tensors (state, constants, generators) move in the ``_to(device)`` hook, which
+        envs that can move implement (the built-in envs, ``TransformedEnv``). An env without it
+        raises ``NotImplementedError`` instead of producing data on the old device.
+
+        Examples:
+            >>> from tdrl.envs.builtin import PendulumEnv
+            >>> env = PendulumEnv(batch_size=(2,))
+            >>> env.to("cpu") is env, env.rollout(3).batch_size
+            (True, torch.Size([2, 3]))
+        """
+        target = torch.device(device)
+        if target.type == "cuda" and target.index is None:
+            target = torch.device("cuda", torch.cuda.current_device())
+        if target == (self.device if self.device is not None else torch.device("cpu")):
+            return self
+        self._to(target)
+        self.device = target
+        self._specs = {kind: spec.to(target) for kind, spec in self._specs.items()}
+        self._refresh_keys()
+        return self
+
+    def _to(self, device: torch.device) -> None:
+        """Hook: move the env's own tensors to ``device`` (the specs move in ``to``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.to: this env cannot move to another device (got "
+            f"{device}; expected its device {self.device or 'cpu'}). Build the env on that "
+            "device (device=...), or implement _to(device) to move its tensors."
+        )
+
+    def append_transform(self, transform: Any) -> EnvBase:
+        """A ``TransformedEnv`` of this env with ``transform`` (TorchRL); ``self`` is unchanged.
+
+        The transform builds the TransformedEnv (``tdrl.envs.transforms`` sits above this
+        layer, so the env cannot name it): any tdrl ``Transform`` or ``Compose`` works.
+
+        Raises:
+            TypeError: ``transform`` is not a tdrl Transform (plain callables are not wrapped).
+
+        Examples:
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> env = CountingEnv().append_transform(StepCounter(max_steps=2))
+            >>> type(env).__name__, env.rollout(5)["next", "step_count"].flatten().tolist()
+            ('TransformedEnv', [1, 2])
+        """
+        wrap = getattr(transform, "_wrap_env", None)
+        if wrap is None:
+            raise TypeError(
+                f"{type(self).__name__}.append_transform: expected a tdrl Transform (got "
+                f"{type(transform).__name__}). Wrap a plain function in a Transform subclass "
+                "whose _call applies it."
+            )
+        return wrap(self)  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ lifecycle
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Releases the env's resources; calling it again does nothing.

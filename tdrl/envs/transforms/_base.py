@@ -150,6 +150,12 @@ class Transform(nn.Module):
     def _bind(self, parent: EnvBase) -> None:
         """Hook: resolve keys that depend on the env (e.g. default reward keys) before specs."""
 
+    def _wrap_env(self, env: EnvBase) -> TransformedEnv:
+        """``TransformedEnv(env, self)``: what ``EnvBase.append_transform`` returns."""
+        from tdrl.envs.transforms._env import TransformedEnv
+
+        return TransformedEnv(env, self)
+
     def clone(self) -> Transform:
         """A detached shallow copy, as in TorchRL: it shares the tensors (buffers, parameters).
 
@@ -293,6 +299,47 @@ class Transform(nn.Module):
     def transform_state_spec(self, state_spec: Composite) -> Composite:
         """Maps the state spec of the env below (inner keys) to what the user writes."""
         return self._map_spec_inv(state_spec)
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        """Maps an env's output spec: a Composite holding ``full_observation_spec``,
+        ``full_reward_spec`` and ``full_done_spec`` (each optional here), as TorchRL.
+
+        ``TransformedEnv`` builds its specs through this hook and :meth:`transform_input_spec`;
+        the defaults call the per-kind hooks on a copy, so a transform usually overrides those
+        (``transform_observation_spec``, ...) and only overrides this one to see every output
+        spec at once.
+
+        Examples:
+            >>> from tdrl.specs import Composite, Unbounded
+            >>> out = Composite(full_observation_spec=Composite(observation=Unbounded(3)))
+            >>> t = Transform(in_keys="observation", out_keys="copy")
+            >>> sorted(t.transform_output_spec(out)["full_observation_spec"].keys())
+            ['copy', 'observation']
+        """
+        return self._map_spec_group(output_spec, ("observation", "reward", "done"))
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        """Maps an env's input spec: a Composite holding ``full_action_spec`` and
+        ``full_state_spec`` (each optional here), as TorchRL (see
+        :meth:`transform_output_spec`).
+
+        Examples:
+            >>> from tdrl.specs import Composite, Unbounded
+            >>> inp = Composite(full_action_spec=Composite(force=Unbounded(1)),
+            ...                 full_state_spec=Composite())
+            >>> t = Transform(in_keys_inv="force", out_keys_inv="push")
+            >>> list(t.transform_input_spec(inp)["full_action_spec"].keys())
+            ['push']
+        """
+        return self._map_spec_group(input_spec, ("state", "action"))
+
+    def _map_spec_group(self, group: Composite, kinds: tuple[str, ...]) -> Composite:
+        group = group.exclude()  # a new tree sharing the leaves: the caller's stays as it was
+        for kind in kinds:
+            key = f"full_{kind}_spec"
+            if key in group.keys():
+                group[key] = getattr(self, f"transform_{kind}_spec")(group[key].exclude())
+        return group
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         """The spec of ``_apply_transform(x)`` for ``x`` in ``spec``.

@@ -64,7 +64,7 @@ class TransformedEnv(EnvBase):
         >>> from tdrl.envs.transforms import RewardSum, StepCounter
         >>> from tdrl.testing import CountingEnv
         >>> env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter(max_steps=2))
-        >>> env.append_transform(RewardSum())
+        >>> env = env.append_transform(RewardSum())
         >>> td = env.rollout(5)
         >>> td["next", "step_count"][0].flatten().tolist(), td["next", "truncated"][0, -1].item()
         ([1, 2], True)
@@ -128,31 +128,35 @@ class TransformedEnv(EnvBase):
         """The transforms, as a Compose (index it: ``env.transform[0]``)."""
         return self._transform
 
-    def append_transform(self, transform: Transform) -> None:
-        """Appends a transform after the existing ones and recomputes the specs.
+    def append_transform(self, transform: Transform) -> TransformedEnv:
+        """Appends a transform after the existing ones, recomputes the specs, returns ``self``.
 
         Examples:
             >>> from tdrl.envs.transforms import StepCounter
             >>> from tdrl.testing import CountingEnv
             >>> env = TransformedEnv(CountingEnv())
-            >>> env.append_transform(StepCounter())
+            >>> env.append_transform(StepCounter()) is env
+            True
             >>> "step_count" in env.observation_keys
             True
         """
         self._transform.append(transform)
+        return self
 
-    def insert_transform(self, index: int, transform: Transform) -> None:
-        """Inserts a transform before position ``index`` and recomputes the specs.
+    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
+        """Inserts a transform before position ``index``, recomputes the specs, returns ``self``.
 
         Examples:
             >>> from tdrl.envs.transforms import InitTracker, StepCounter
             >>> from tdrl.testing import CountingEnv
             >>> env = TransformedEnv(CountingEnv(), StepCounter())
-            >>> env.insert_transform(0, InitTracker())
+            >>> env.insert_transform(0, InitTracker()) is env
+            True
             >>> [type(t).__name__ for t in env.transform]
             ['InitTracker', 'StepCounter']
         """
         self._transform.insert(index, transform)
+        return self
 
     def _owns(self, t: Transform) -> bool:
         return id(t) in self._attached_ids
@@ -217,17 +221,7 @@ class TransformedEnv(EnvBase):
             t._attach(self, parent)
             t._bind(parent)
             t._check_keys(parent)
-            new: Specs = {}
-            for kind in SPEC_KINDS:
-                out = getattr(t, f"transform_{kind}_spec")(specs[kind].exclude())
-                if not isinstance(out, Composite):
-                    raise TypeError(
-                        f"{type(t).__name__}.transform_{kind}_spec: expected a Composite back "
-                        f"(got {type(out).__name__}). Return the (changed) spec you were given."
-                    )
-                self._check_batch(kind, out)
-                new[kind] = out
-            specs = new
+            specs = self._transform_specs(t, specs)
             stages.append(specs)
         for node in self._attached:
             if isinstance(node, Compose):
@@ -244,6 +238,29 @@ class TransformedEnv(EnvBase):
         self._reset_entries = list(dict.fromkeys(["_reset", *self.reset_keys]))
         self._pass_keys: dict[int, list[NestedKey]] = {}
         self._hidden: dict[int, list[NestedKey]] = {}
+
+    def _transform_specs(self, t: Transform, specs: Specs) -> Specs:
+        """The specs after ``t``: its ``transform_output_spec`` and ``transform_input_spec``."""
+        new: Specs = {}
+        for hook, kinds in (
+            ("transform_output_spec", ("observation", "reward", "done")),
+            ("transform_input_spec", ("state", "action")),
+        ):
+            given = Composite(
+                {f"full_{k}_spec": specs[k].exclude() for k in kinds}, shape=self.batch_size
+            )
+            got = getattr(t, hook)(given)
+            for kind in kinds:
+                out = got.get(f"full_{kind}_spec", None) if isinstance(got, Composite) else got
+                if not isinstance(out, Composite):
+                    raise TypeError(
+                        f"{type(t).__name__}.{hook}: expected a Composite holding a Composite "
+                        f"full_{kind}_spec back (got {type(out).__name__}). Return the (changed) "
+                        f"spec you were given (transform_{kind}_spec too)."
+                    )
+                self._check_batch(kind, out)
+                new[kind] = out
+        return new
 
     def _reset_input_keys(self, n: int) -> list[NestedKey]:
         """What the base env's reset gets: ``_reset`` entries, and the previous values of the
@@ -406,8 +423,29 @@ class TransformedEnv(EnvBase):
         )
 
     # ------------------------------------------------------------------ misc API
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds the base env and returns what its ``set_seed`` returns (TorchRL).
+
+        ``static_seed`` goes to the base env: a batched base env then seeds every worker with
+        ``seed`` instead of a chain of distinct seeds.
+
+        Examples:
+            >>> from tdrl.envs.batched import SerialEnv
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(SerialEnv(2, CountingEnv))
+            >>> env.set_seed(7, static_seed=True), [e.seed for e in env.base_env.envs]
+            (7, [7, 7])
+        """
+        return self.base_env.set_seed(seed, static_seed=static_seed)
+
     def _set_seed(self, seed: int | None) -> int | None:
         return self.base_env.set_seed(seed)
+
+    def _to(self, device: torch.device) -> None:
+        """Moves the base env and the transforms (TorchRL), then recomputes the specs."""
+        self.base_env = self.base_env.to(device)
+        self._transform.to(device)
+        self._rebuild()
 
     def _close(self) -> None:
         self.base_env.close()

@@ -122,7 +122,7 @@ class Resize(Transform):
         >>> from tdrl.envs.transforms import ToTensorImage, TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
         >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
-        >>> env.append_transform(Resize(4, 3))
+        >>> env = env.append_transform(Resize(4, 3))
         >>> env.reset()["pixels"].shape
         torch.Size([3, 4, 3])
     """
@@ -176,7 +176,7 @@ class GrayScale(Transform):
         >>> from tdrl.envs.transforms import ToTensorImage, TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
         >>> env = TransformedEnv(TransformTestEnv(), ToTensorImage())
-        >>> env.append_transform(GrayScale())
+        >>> env = env.append_transform(GrayScale())
         >>> env.reset()["pixels"].shape
         torch.Size([1, 6, 8])
     """

@@ -40,7 +40,7 @@ class CatTensors(Transform):
         >>> from tdrl.envs.transforms import DoubleToFloat, TransformedEnv
         >>> from tdrl.testing import TransformTestEnv
         >>> env = TransformedEnv(TransformTestEnv((2,)), DoubleToFloat())
-        >>> env.append_transform(CatTensors(["observation", "obs64"], "features"))
+        >>> env = env.append_transform(CatTensors(["observation", "obs64"], "features"))
         >>> env.full_observation_spec["features"].shape, "obs64" in env.observation_keys
         (torch.Size([2, 5]), False)
         >>> CatTensors(["b", "a"]).in_keys, CatTensors(["b", "a"], sort=False).in_keys
