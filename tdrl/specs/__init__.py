@@ -16,6 +16,7 @@ Examples:
 """
 
 from tdrl.specs._base import TensorSpec
+from tdrl.specs._choice import Choice
 from tdrl.specs._composite import Composite
 from tdrl.specs._continuous import Bounded, Unbounded
 from tdrl.specs._discrete import Binary, Categorical, OneHot
@@ -32,6 +33,7 @@ __all__ = [
     "BoxList",
     "Categorical",
     "CategoricalBox",
+    "Choice",
     "Composite",
     "ContinuousBox",
     "MultiCategorical",
