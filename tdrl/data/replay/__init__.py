@@ -15,8 +15,10 @@ from ._buffers import ReplayBuffer
 from ._memmap_storage import LazyMemmapStorage
 from ._prioritized import PrioritizedSampler
 from ._prioritized_buffers import PrioritizedReplayBuffer, TensorDictPrioritizedReplayBuffer
+from ._prioritized_slice import PrioritizedSliceSampler
 from ._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from ._slice import SliceSampler
+from ._slice_without_replacement import SliceSamplerWithoutReplacement
 from ._storages import ListStorage, Storage
 from ._td_buffers import TensorDictReplayBuffer
 from ._tensor_storages import LazyTensorStorage, TensorStorage
@@ -33,12 +35,14 @@ __all__ = [
     "ListStorage",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
     "RoundRobinWriter",
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",

@@ -18,10 +18,12 @@ from tdrl.data.replay import (
 )
 from tdrl.data.replay_buffers.samplers import (
     PrioritizedSampler,
+    PrioritizedSliceSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    SliceSamplerWithoutReplacement,
 )
 from tdrl.data.replay_buffers.storages import (
     LazyMemmapStorage,
@@ -43,12 +45,14 @@ __all__ = [
     "ListStorage",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
     "RoundRobinWriter",
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",

@@ -2,16 +2,20 @@
 
 from tdrl.data.replay import (
     PrioritizedSampler,
+    PrioritizedSliceSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    SliceSamplerWithoutReplacement,
 )
 
 __all__ = [
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "RandomSampler",
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
 ]
