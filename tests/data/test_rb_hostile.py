@@ -13,9 +13,11 @@ from tdrl.data import (
     LazyMemmapStorage,
     LazyTensorStorage,
     PrioritizedSampler,
+    PrioritizedSliceSampler,
     RandomSampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    SliceSamplerWithoutReplacement,
     TensorDictReplayBuffer,
 )
 from tdrl.errors import CheckpointError
@@ -30,6 +32,12 @@ def _sampler(kind):
         "without_replacement": SamplerWithoutReplacement,
         "prioritized": lambda: PrioritizedSampler(CAPACITY, alpha=0.6, beta=0.4),
         "slice": lambda: SliceSampler(num_slices=2, traj_key="traj"),
+        "slice_without_replacement": lambda: SliceSamplerWithoutReplacement(
+            num_slices=2, traj_key="traj"
+        ),
+        "prioritized_slice": lambda: PrioritizedSliceSampler(
+            CAPACITY, alpha=0.6, beta=0.4, num_slices=2, traj_key="traj"
+        ),
     }[kind]()
 
 
@@ -61,7 +69,14 @@ def _check_valid(rb, where):
 
 CONFIGS = [
     (sampler, storage)
-    for sampler in ("random", "without_replacement", "prioritized", "slice")
+    for sampler in (
+        "random",
+        "without_replacement",
+        "prioritized",
+        "slice",
+        "slice_without_replacement",
+        "prioritized_slice",
+    )
     for storage in ("tensor", "memmap")
 ]
 
@@ -72,7 +87,7 @@ def test_every_hostile_checkpoint_loads_valid_data_or_raises_checkpoint_error(
 ):
     original = _buffer(sampler, storage)
     original.extend(_data(STORED))
-    if sampler == "without_replacement":
+    if sampler in ("without_replacement", "slice_without_replacement"):
         original.sample()  # an epoch in progress: a permutation is saved
     template = tmp_path / "template"
     original.dumps(template)
