@@ -22,7 +22,8 @@ class ExplorationType(enum.Enum):
       (the default, used for data collection).
     - ``DETERMINISTIC``: the distribution's ``deterministic_sample`` (e.g. ``tanh(loc)`` for a
       TanhNormal, the most likely class for a categorical); exploration modules are off.
-    - ``MODE`` / ``MEAN``: the distribution's mode / mean; exploration modules are off.
+    - ``MODE`` / ``MEDIAN`` / ``MEAN``: the distribution's mode / median / mean; exploration
+      modules are off.
 
     Examples:
         >>> ExplorationType("mode") is ExplorationType.MODE
@@ -32,6 +33,7 @@ class ExplorationType(enum.Enum):
     RANDOM = "random"
     DETERMINISTIC = "deterministic"
     MODE = "mode"
+    MEDIAN = "median"
     MEAN = "mean"
 
     @property
@@ -49,7 +51,7 @@ def exploration_type() -> ExplorationType:
     """The exploration type in effect: ``RANDOM`` unless a :class:`set_exploration_type` is active.
 
     It reads tensordict's interaction type, so a ``tensordict.nn.set_interaction_type`` block is
-    seen too (tensordict's ``MEDIAN``, which tdrl does not expose, reads as ``MODE``).
+    seen too.
 
     Examples:
         >>> exploration_type()
@@ -61,8 +63,6 @@ def exploration_type() -> ExplorationType:
     current = interaction_type()
     if current is None:
         return ExplorationType.RANDOM
-    if current is InteractionType.MEDIAN:
-        return ExplorationType.MODE
     return ExplorationType(current.value)
 
 
@@ -93,7 +93,9 @@ class set_exploration_type(contextlib.ContextDecorator):
 
     Args:
         type: an :class:`ExplorationType`, a ``tensordict.nn.InteractionType`` or its name
-            (``"random"``, ``"deterministic"``, ``"mode"``, ``"mean"``, any case).
+            (``"random"``, ``"deterministic"``, ``"mode"``, ``"median"``, ``"mean"``, any
+            case). Defaults to ``DETERMINISTIC``, as TorchRL (``with set_exploration_type():``
+            evaluates a policy).
 
     Raises:
         ValueError: the type is unknown.
@@ -109,7 +111,9 @@ class set_exploration_type(contextlib.ContextDecorator):
         ('MODE', 'RANDOM')
     """
 
-    def __init__(self, type: ExplorationType | InteractionType | str) -> None:
+    def __init__(
+        self, type: ExplorationType | InteractionType | str = ExplorationType.DETERMINISTIC
+    ) -> None:
         self.type = _as_exploration_type(type)
         self._active: list[set_interaction_type] = []
 
