@@ -120,7 +120,7 @@ class RecurrentModuleBase(TensorDictModuleBase):
             >>> from tdrl.testing import CountingEnv
             >>> lstm = LSTMModule(1, 3, in_key="observation", out_key="features")
             >>> env = TransformedEnv(CountingEnv(batch_size=(2,)), InitTracker())
-            >>> env.append_transform(lstm.make_tensordict_primer())
+            >>> env = env.append_transform(lstm.make_tensordict_primer())
             >>> env.reset()["recurrent_state_h"].shape
             torch.Size([2, 1, 3])
         """
