@@ -1,6 +1,6 @@
 """Batched env benchmarks: SerialEnv(4) and ParallelEnv(4) beside hand-written baselines.
 
-Two families, gymnasium ``CartPole-v1`` (through ``GymEnv``) and the built-in ``PendulumEnv``.
+Two families, gymnasium ``CartPole-v1`` (through ``GymEnv``) and the built-in ``PendulumV1Env``.
 Each group holds, for the same 4 sub-envs and the same pre-drawn actions:
 
 - ``serial``: ``SerialEnv(4, make)``; ``parallel``: ``ParallelEnv(4, make)`` (fork);
@@ -32,7 +32,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs.batched import ParallelEnv, SerialEnv
-from tdrl.envs.builtin import PendulumEnv
+from tdrl.envs.builtin import PendulumV1Env
 from tdrl.envs.core import EnvBase
 
 torch.set_num_threads(1)
@@ -49,7 +49,7 @@ def _make_cartpole() -> EnvBase:
 
 
 def _make_pendulum() -> EnvBase:
-    return PendulumEnv()
+    return PendulumV1Env()
 
 
 FAMILIES: dict[str, Callable[[], EnvBase]] = {

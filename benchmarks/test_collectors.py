@@ -5,7 +5,7 @@ and stores the same entries into preallocated tensors: one process for :class:`C
 worker processes exchanging batches through shared memory for the multi-process collectors.
 ``tdrl`` iterates with the default (every batch a copy the caller owns), ``tdrl_same_td`` with
 ``return_same_td=True`` (the collector's memory, reused).
-Envs: gymnasium ``Pendulum-v1`` (one env per process) and the built-in ``PendulumEnv`` with 256
+Envs: gymnasium ``Pendulum-v1`` (one env per process) and the built-in ``PendulumV1Env`` with 256
 pendulums; policies: uniform random actions and a small MLP. One op is one batch; the frames/s
 are in ``extra_info``::
 
@@ -24,7 +24,7 @@ import torch
 from tensordict.nn import TensorDictModule
 
 from tdrl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.envs.libs import GymEnv
 
 torch.set_num_threads(1)
@@ -177,7 +177,7 @@ class PlainWorkers:
 def _env_fn(kind: str):
     if kind == "gym":
         return lambda: GymEnv("Pendulum-v1")
-    return lambda: PendulumEnv(batch_size=(N_PENDULUMS,))
+    return lambda: PendulumV1Env(batch_size=(N_PENDULUMS,))
 
 
 def _policy(mlp):

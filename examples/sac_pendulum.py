@@ -17,7 +17,7 @@ from torch import nn
 
 from tdrl.collectors import Collector
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from tdrl.objectives import SACLoss, SoftUpdate
 from tdrl.train import evaluate
@@ -33,7 +33,7 @@ def main(
     """Trains SAC for ``frames`` env frames and returns the deterministic mean return."""
     torch.manual_seed(seed)
     torch.set_num_threads(1)
-    env = PendulumEnv(batch_size=(num_envs,))
+    env = PendulumV1Env(batch_size=(num_envs,))
     env.set_seed(seed)
 
     # Actor: observation -> (loc, scale) -> TanhNormal, whose bounds come from the action spec.
@@ -90,7 +90,7 @@ def main(
     collector.shutdown()
 
     # Deterministic evaluation (the tanh of the mean): every env member plays one episode.
-    eval_env = PendulumEnv(batch_size=(10,))
+    eval_env = PendulumV1Env(batch_size=(10,))
     eval_env.set_seed(seed + 1)
     returns = evaluate(eval_env, actor)
     mean_return = sum(returns) / len(returns)

@@ -8,7 +8,7 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from tdrl.envs import CartPoleEnv, EnvBase, PendulumEnv
+from tdrl.envs import CartPoleEnv, EnvBase, PendulumV1Env
 from tdrl.modules import (
     MLP,
     NormalParamExtractor,
@@ -21,7 +21,7 @@ from tdrl.specs import Bounded, Categorical, OneHot, TensorSpec
 
 __all__ = ["BUILTIN_ENVS", "activation_class", "is_discrete", "make_actor_critic", "make_env"]
 
-BUILTIN_ENVS: dict[str, type[EnvBase]] = {"CartPole": CartPoleEnv, "Pendulum": PendulumEnv}
+BUILTIN_ENVS: dict[str, type[EnvBase]] = {"CartPole": CartPoleEnv, "Pendulum": PendulumV1Env}
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 
 

@@ -7,7 +7,7 @@ import torch
 from tensordict.nn import TensorDictModule
 
 from tdrl.collectors import MultiCollectorOptions, MultiSyncCollector
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.testing import CountingEnv
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,7 +59,7 @@ def test_frames_per_batch_must_split_over_workers():
 def test_seeds_are_distinct_per_worker_and_reproducible():
     def run():
         with MultiSyncCollector(
-            [lambda: PendulumEnv(batch_size=(2,))] * 2,
+            [lambda: PendulumV1Env(batch_size=(2,))] * 2,
             frames_per_batch=8,
             total_frames=8,
             mp_start_method="fork",

@@ -1,4 +1,4 @@
-"""PendulumEnv: gymnasium-equal dynamics and rewards, truncation, partial resets, specs."""
+"""PendulumV1Env: gymnasium-equal dynamics and rewards, truncation, partial resets, specs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tdrl.envs.builtin import PendulumEnv
+from tdrl.envs.builtin import PendulumV1Env
 from tdrl.envs.core import check_env_specs
 
 BATCHES = [(), (2, 3)]
@@ -25,7 +25,7 @@ def _gym_pendulum(seed: int, g: float = 10.0):
 @pytest.mark.parametrize(("seed", "g"), [(0, 10.0), (5, 9.81)])
 def test_free_running_trajectory_matches_gymnasium(seed, g):
     gym_env = _gym_pendulum(seed, g)
-    env = PendulumEnv(g=g)
+    env = PendulumV1Env(g=g)
     td = env.set_state(torch.as_tensor(gym_env.unwrapped.state, dtype=torch.float32))
     rng = np.random.default_rng(seed)
     for _ in range(60):
@@ -42,7 +42,7 @@ def test_free_running_trajectory_matches_gymnasium(seed, g):
 
 def test_truncation_step_matches_gymnasium():
     gym_env = _gym_pendulum(2)
-    env = PendulumEnv()
+    env = PendulumV1Env()
     td = env.set_state(torch.as_tensor(gym_env.unwrapped.state, dtype=torch.float32))
     rng = np.random.default_rng(0)
     steps = 0
@@ -64,7 +64,7 @@ def test_truncation_step_matches_gymnasium():
 
 
 def test_reward_uses_the_normalized_angle():
-    env = PendulumEnv()
+    env = PendulumV1Env()
     # theta = 2*pi is upright: only the velocity and torque costs remain.
     td = env.set_state(torch.tensor([2 * math.pi, 1.0]))
     td = env.step(td.set("action", torch.tensor([1.0])))
@@ -73,11 +73,11 @@ def test_reward_uses_the_normalized_angle():
 
 @pytest.mark.parametrize("batch", BATCHES)
 def test_check_env_specs(batch):
-    check_env_specs(PendulumEnv(batch_size=batch))
+    check_env_specs(PendulumV1Env(batch_size=batch))
 
 
 def test_reset_distribution():
-    env = PendulumEnv(batch_size=(4096,))
+    env = PendulumV1Env(batch_size=(4096,))
     td = env.reset()
     state = env.state
     assert state[:, 0].abs().max() <= math.pi and state[:, 0].abs().max() > 3.1
@@ -86,7 +86,7 @@ def test_reset_distribution():
 
 
 def test_partial_reset_keeps_other_members():
-    env = PendulumEnv(batch_size=(2,))
+    env = PendulumV1Env(batch_size=(2,))
     td = env.reset()
     td = env.step_mdp(env.step(td.set("action", torch.zeros(2, 1))))
     before = env.state
@@ -99,7 +99,7 @@ def test_partial_reset_keeps_other_members():
 
 def test_seeding_is_reproducible():
     def first_obs(seed: int) -> torch.Tensor:
-        env = PendulumEnv(batch_size=(3,))
+        env = PendulumV1Env(batch_size=(3,))
         env.set_seed(seed)
         return env.reset()["observation"]
 
@@ -125,6 +125,6 @@ def test_move_state_moves_tensor_attributes_and_keeps_same_device_generators():
 
 
 def test_pendulum_to_its_own_device_is_a_no_op():
-    env = PendulumEnv(batch_size=(2,))
+    env = PendulumV1Env(batch_size=(2,))
     state = env._state
     assert env.to("cpu") is env and env._state is state

@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.func import functional_call
 
-from tdrl.envs import CartPoleEnv, PendulumEnv
+from tdrl.envs import CartPoleEnv, PendulumV1Env
 from tdrl.modules import MLP, TanhNormal
 from tdrl.objectives import CQLLoss, DiscreteCQLLoss, HardUpdate, SoftUpdate
 from tdrl.specs import Bounded
@@ -171,7 +171,7 @@ def test_discrete_cql_matches_plain_and_respects_masks():
 def test_smoke_pendulum_cql_critics_fit():
     """Random Pendulum transitions: the Bellman residual halves under the CQL penalty."""
     torch.manual_seed(0)
-    env = PendulumEnv(batch_size=(8,))
+    env = PendulumV1Env(batch_size=(8,))
     env.set_seed(0)
     data = env.rollout(64, break_when_any_done=False).reshape(-1)
     actor, critic = make_actor(obs=3, act=1), make_critic(obs=3, act=1)

@@ -8,7 +8,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.modules import MLP
 from tdrl.objectives import DDPGLoss, SoftUpdate
 from tdrl.testing import GenericModule, LossContract, agents_keys, perturb_
@@ -98,7 +98,7 @@ def test_shapes_and_target_updates():
 def test_smoke_pendulum_critic_fits():
     """Random Pendulum transitions: the Bellman residual on a fixed batch halves."""
     torch.manual_seed(0)
-    env = PendulumEnv(batch_size=(8,))
+    env = PendulumV1Env(batch_size=(8,))
     env.set_seed(0)
     data = env.rollout(64, break_when_any_done=False).reshape(-1)
     actor = TensorDictModule(

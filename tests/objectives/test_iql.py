@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tdrl.envs import CartPoleEnv, PendulumEnv
+from tdrl.envs import CartPoleEnv, PendulumV1Env
 from tdrl.modules import TanhNormal
 from tdrl.objectives import DiscreteIQLLoss, IQLLoss, SoftUpdate
 from tdrl.testing import (
@@ -140,7 +140,7 @@ def test_shapes_and_errors():
 def test_smoke_pendulum_iql_fits():
     """Offline Pendulum transitions: the critics' Bellman loss halves."""
     torch.manual_seed(0)
-    env = PendulumEnv(batch_size=(8,))
+    env = PendulumV1Env(batch_size=(8,))
     env.set_seed(0)
     data = env.rollout(64, break_when_any_done=False).reshape(-1)
     data["action"] = data["action"] / 2  # the TanhNormal actor lives in [-1, 1]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.modules import TanhNormal
 from tdrl.objectives import REDQLoss, SoftUpdate
 from tdrl.testing import LossContract, agents_keys, bind_stacked, perturb_
@@ -102,7 +102,7 @@ def test_shapes():
 def test_smoke_pendulum_critics_fit():
     """Random Pendulum transitions: the soft Bellman residual on a fixed batch halves."""
     torch.manual_seed(0)
-    env = PendulumEnv(batch_size=(8,))
+    env = PendulumV1Env(batch_size=(8,))
     env.set_seed(0)
     data = env.rollout(64, break_when_any_done=False).reshape(-1)
     actor, critic = make_actor(obs=3, act=1), make_critic(obs=3, act=1)

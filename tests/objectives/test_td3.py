@@ -7,7 +7,7 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from tdrl.envs import PendulumEnv
+from tdrl.envs import PendulumV1Env
 from tdrl.modules import MLP
 from tdrl.objectives import SoftUpdate, TD3Loss
 from tdrl.specs import Bounded
@@ -119,7 +119,7 @@ def test_soft_update_moves_actor_and_critic_targets():
 def test_smoke_pendulum_critics_fit():
     """Random Pendulum transitions: the critics' Bellman residual on a fixed batch halves."""
     torch.manual_seed(0)
-    env = PendulumEnv(batch_size=(8,))
+    env = PendulumV1Env(batch_size=(8,))
     env.set_seed(0)
     data = env.rollout(64, break_when_any_done=False).reshape(-1)
     actor = TensorDictModule(

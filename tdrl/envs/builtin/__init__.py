@@ -1,7 +1,7 @@
 """Torch-native batched environments: every member of the batch steps with the same tensor ops.
 
 - :class:`CartPoleEnv`: ``CartPole-v1`` dynamics, discrete (one-hot by default) actions.
-- :class:`PendulumEnv`: ``Pendulum-v1`` dynamics, a bounded continuous torque.
+- :class:`PendulumV1Env`: ``Pendulum-v1`` dynamics, a bounded continuous torque.
 - :class:`MultiAgentNavigationEnv`: agents under ``"agents"`` with per-agent done groups.
 - :class:`MaskedActionEnv`: a discrete task publishing its legal actions in ``"action_mask"``.
 
@@ -13,6 +13,6 @@ in the env; partial resets only touch the members whose ``_reset`` is true.
 from tdrl.envs.builtin._cartpole import CartPoleEnv
 from tdrl.envs.builtin._masked import MaskedActionEnv
 from tdrl.envs.builtin._navigation import MultiAgentNavigationEnv
-from tdrl.envs.builtin._pendulum import PendulumEnv
+from tdrl.envs.builtin._pendulum import PendulumV1Env
 
-__all__ = ["CartPoleEnv", "MaskedActionEnv", "MultiAgentNavigationEnv", "PendulumEnv"]
+__all__ = ["CartPoleEnv", "MaskedActionEnv", "MultiAgentNavigationEnv", "PendulumV1Env"]

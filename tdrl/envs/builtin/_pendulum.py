@@ -1,4 +1,4 @@
-"""PendulumEnv: swing a pendulum up and keep it upright, batched and torch-native."""
+"""PendulumV1Env: swing a pendulum up and keep it upright, batched and torch-native."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tensordict import TensorDictBase
 from tdrl.envs.builtin._common import StatefulEnvBase
 from tdrl.specs import Bounded, Unbounded
 
-__all__ = ["PendulumEnv"]
+__all__ = ["PendulumV1Env"]
 
 _MAX_SPEED = 8.0
 _MAX_TORQUE = 2.0
@@ -20,7 +20,7 @@ _MASS = 1.0
 _LENGTH = 1.0
 
 
-class PendulumEnv(StatefulEnvBase):
+class PendulumV1Env(StatefulEnvBase):
     """The inverted-pendulum swing-up task with the dynamics and reward of ``Pendulum-v1``.
 
     The angle ``theta`` (0 = upright) and angular velocity evolve with a semi-implicit Euler
@@ -46,7 +46,7 @@ class PendulumEnv(StatefulEnvBase):
         max_episode_steps: truncation horizon (200 as in ``Pendulum-v1``).
 
     Examples:
-        >>> env = PendulumEnv(batch_size=(4,))
+        >>> env = PendulumV1Env(batch_size=(4,))
         >>> _ = env.set_seed(0)
         >>> td = env.rollout(250, break_when_any_done=False)
         >>> td.batch_size, int(td["next", "truncated"].sum())
@@ -86,7 +86,7 @@ class PendulumEnv(StatefulEnvBase):
             step_count: steps already taken in the episode (for truncation).
 
         Examples:
-            >>> env = PendulumEnv()
+            >>> env = PendulumV1Env()
             >>> env.set_state(torch.tensor([0.0, 1.0]))["observation"].tolist()
             [1.0, 0.0, 1.0]
         """

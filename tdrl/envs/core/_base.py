@@ -469,8 +469,8 @@ class EnvBase(SpecOwner, EnvChecks):
         raises ``NotImplementedError`` instead of producing data on the old device.
 
         Examples:
-            >>> from tdrl.envs.builtin import PendulumEnv
-            >>> env = PendulumEnv(batch_size=(2,))
+            >>> from tdrl.envs.builtin import PendulumV1Env
+            >>> env = PendulumV1Env(batch_size=(2,))
             >>> env.to("cpu") is env, env.rollout(3).batch_size
             (True, torch.Size([2, 3]))
         """

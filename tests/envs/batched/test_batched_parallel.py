@@ -174,15 +174,15 @@ def test_unknown_start_method_and_bad_timeouts_raise():
 
 
 def test_seeded_pendulum_is_reproducible_and_distinct_per_worker():
-    from tdrl.envs.builtin import PendulumEnv
+    from tdrl.envs.builtin import PendulumV1Env
 
-    serial_next = SerialEnv(2, PendulumEnv).set_seed(3)
-    with ParallelEnv(2, PendulumEnv, mp_start_method="fork") as env:
+    serial_next = SerialEnv(2, PendulumV1Env).set_seed(3)
+    with ParallelEnv(2, PendulumV1Env, mp_start_method="fork") as env:
         runs = []
         for _ in range(2):
             assert env.set_seed(3) == serial_next
             runs.append(env.rollout(5, _zero_policy(env)))
-    serial = SerialEnv(2, PendulumEnv)
+    serial = SerialEnv(2, PendulumV1Env)
     serial.set_seed(3)
     ref = serial.rollout(5, _zero_policy(serial))
     assert (runs[0] == runs[1]).all() and (runs[0] == ref).all()

@@ -10,7 +10,7 @@ from tdrl.envs import (
     DeviceCastTransform,
     DoubleToFloat,
     DTypeCastTransform,
-    PendulumEnv,
+    PendulumV1Env,
     StepCounter,
     TransformedEnv,
     check_env_specs,
@@ -72,12 +72,12 @@ def test_explicit_keys_and_forward_outside_an_env():
 
 
 def test_float64_builtin_env_is_checked():
-    class Pendulum64(PendulumEnv):
+    class Pendulum64(PendulumV1Env):
         def _step(self, td):
             return super()._step(td)
 
     env = TransformedEnv(
-        PendulumEnv(batch_size=(3,)), DTypeCastTransform(torch.float32, torch.float64)
+        PendulumV1Env(batch_size=(3,)), DTypeCastTransform(torch.float32, torch.float64)
     )
     check_env_specs(env)
     assert env.rand_step()["next", "observation"].dtype == torch.float64
