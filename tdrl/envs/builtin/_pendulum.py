@@ -37,7 +37,8 @@ class PendulumV1Env(StatefulEnvBase):
     - ``"reward"``: ``[*B, 1]``. ``"done"``/``"terminated"``/``"truncated"``: ``[*B, 1]``.
 
     The state and step counter live in the env; :meth:`set_state` places the members in a
-    chosen state.
+    chosen state. TorchRL's ``PendulumEnv`` (the stateless tutorial env, state and physics in
+    the data) is :class:`tdrl.envs.PendulumEnv`.
 
     Args:
         batch_size: number of independent pendulums, as leading dims.
