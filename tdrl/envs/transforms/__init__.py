@@ -5,8 +5,8 @@ reads (actions); :class:`TransformedEnv` runs an env through a sequence of them 
 transformed specs. The same transform object also works outside an env (``transform(td)`` on a
 replay-buffer sample) and inside :class:`Compose`.
 
-- Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum`, :class:`InitTracker`,
-  :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
+- Episode bookkeeping: :class:`StepCounter`, :class:`TrajCounter`, :class:`RewardSum`,
+  :class:`InitTracker`, :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
 - Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
   :class:`RewardClipping`, :class:`ClipTransform`, :class:`SignTransform`,
   :class:`BinarizeReward`.
@@ -51,6 +51,7 @@ from tdrl.envs.transforms._shapes import (
     UnsqueezeTransform,
 )
 from tdrl.envs.transforms._step_counter import StepCounter
+from tdrl.envs.transforms._traj_counter import TrajCounter
 from tdrl.envs.transforms._value_maps import (
     BinarizeReward,
     ClipTransform,
@@ -92,6 +93,7 @@ __all__ = [
     "StepCounter",
     "TensorDictPrimer",
     "ToTensorImage",
+    "TrajCounter",
     "Transform",
     "TransformedEnv",
     "UnsqueezeTransform",
