@@ -323,30 +323,6 @@ def td_lambda_advantage_estimate(
     return ret - state_value
 
 
-def vec_generalized_advantage_estimate(
-    gamma: float | Tensor,
-    lmbda: float | Tensor,
-    state_value: Tensor,
-    next_state_value: Tensor,
-    reward: Tensor,
-    done: Tensor,
-    terminated: Tensor | None = None,
-    *,
-    time_dim: int = -2,
-) -> tuple[Tensor, Tensor]:
-    """TorchRL's vectorised GAE: the same as :func:`generalized_advantage_estimate`.
-
-    Examples:
-        >>> v, done = torch.zeros(2, 1), torch.zeros(2, 1, dtype=torch.bool)
-        >>> adv, ret = vec_generalized_advantage_estimate(0.5, 1.0, v, v, torch.ones(2, 1), done)
-        >>> adv.squeeze(-1)
-        tensor([1.5000, 1.0000])
-    """
-    return generalized_advantage_estimate(
-        gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim=time_dim
-    )
-
-
 def vec_td1_return_estimate(
     gamma: float | Tensor,
     next_state_value: Tensor,
@@ -367,82 +343,12 @@ def vec_td1_return_estimate(
     return td1_return_estimate(gamma, next_state_value, reward, done, terminated, time_dim=time_dim)
 
 
-def vec_td1_advantage_estimate(
-    gamma: float | Tensor,
-    state_value: Tensor,
-    next_state_value: Tensor,
-    reward: Tensor,
-    done: Tensor,
-    terminated: Tensor | None = None,
-    rolling_gamma: bool | None = None,
-    time_dim: int = -2,
-) -> Tensor:
-    """TorchRL's vectorised TD(1) advantage: the same as :func:`td1_advantage_estimate`.
-
-    Examples:
-        >>> v, done = torch.zeros(2, 1), torch.tensor([[False], [True]])
-        >>> vec_td1_advantage_estimate(0.5, v, v, torch.ones(2, 1), done).squeeze(-1)
-        tensor([1.5000, 1.0000])
-    """
-    return td1_advantage_estimate(
-        gamma, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
-    )
-
-
-def vec_td_lambda_return_estimate(
-    gamma: float | Tensor,
-    lmbda: float | Tensor,
-    next_state_value: Tensor,
-    reward: Tensor,
-    done: Tensor,
-    terminated: Tensor | None = None,
-    rolling_gamma: bool | None = None,
-    *,
-    time_dim: int = -2,
-) -> Tensor:
-    """TorchRL's vectorised TD(lambda) return: the same as :func:`td_lambda_return_estimate`.
-
-    Examples:
-        >>> done = torch.tensor([[False], [True]])
-        >>> vec_td_lambda_return_estimate(0.5, 1.0, torch.zeros(2, 1), torch.ones(2, 1),
-        ...                               done).squeeze(-1)
-        tensor([1.5000, 1.0000])
-    """
-    _check_rolling("vec_td_lambda_return_estimate", rolling_gamma)
-    return td_lambda_return_estimate(
-        gamma, lmbda, next_state_value, reward, done, terminated, time_dim=time_dim
-    )
-
-
-def vec_td_lambda_advantage_estimate(
-    gamma: float | Tensor,
-    lmbda: float | Tensor,
-    state_value: Tensor,
-    next_state_value: Tensor,
-    reward: Tensor,
-    done: Tensor,
-    terminated: Tensor | None = None,
-    rolling_gamma: bool | None = None,
-    time_dim: int = -2,
-) -> Tensor:
-    """TorchRL's vectorised TD(lambda) advantage: :func:`td_lambda_advantage_estimate`.
-
-    Examples:
-        >>> v, done = torch.zeros(2, 1), torch.tensor([[False], [True]])
-        >>> vec_td_lambda_advantage_estimate(0.5, 1.0, v, v, torch.ones(2, 1), done).squeeze(-1)
-        tensor([1.5000, 1.0000])
-    """
-    return td_lambda_advantage_estimate(
-        gamma,
-        lmbda,
-        state_value,
-        next_state_value,
-        reward,
-        done,
-        terminated,
-        rolling_gamma,
-        time_dim,
-    )
+# TorchRL's "vectorised" names: tdrl's estimators are always vectorised, so where the signatures
+# agree the names are the same functions.
+vec_generalized_advantage_estimate = generalized_advantage_estimate
+vec_td1_advantage_estimate = td1_advantage_estimate
+vec_td_lambda_return_estimate = td_lambda_return_estimate
+vec_td_lambda_advantage_estimate = td_lambda_advantage_estimate
 
 
 def _add_scaled(x: Tensor, scale: float | Tensor, y: Tensor) -> Tensor:
