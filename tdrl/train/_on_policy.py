@@ -33,8 +33,8 @@ class OnPolicyTrainer(Trainer):
         actor, critic = make_actor_critic(self.env, config.get("model", {}))
         lc = config["loss"]
         common: dict[str, Any] = dict(
-            entropy_coef=float(lc.get("entropy_coef", 0.0)),
-            critic_coef=float(lc.get("critic_coef", 0.5)),
+            entropy_coeff=float(lc.get("entropy_coef", 0.0)),
+            critic_coeff=float(lc.get("critic_coef", 0.5)),
             normalize_advantage=bool(lc.get("normalize_advantage", False)),
             loss_critic_type=str(lc.get("loss_critic_type", "smooth_l1")),
         )
