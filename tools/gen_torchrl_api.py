@@ -1,7 +1,8 @@
 """Write ``tools/torchrl_api.json``: the TorchRL 0.14.1 API that tdrl promises to accept.
 
 Run it with a Python that has TorchRL installed, never with tdrl's venv (TorchRL is not a tdrl
-dependency, and neither tdrl nor its tests import this script)::
+dependency, and tdrl never imports this script; the API test loads it only for
+``encode_default``, which needs no TorchRL)::
 
     python -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0
     /tmp/trl-venv/bin/pip install torch==2.13.0 torchrl==0.14.1 gymnasium

@@ -11,18 +11,16 @@ Entries of the JSON's ``"allow"`` list are deliberate deviations and are skipped
 
 from __future__ import annotations
 
-import enum
 import importlib
+import importlib.util
 import inspect
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 API_PATH = Path(__file__).resolve().parents[2] / "tools" / "torchrl_api.json"
 API: dict[str, Any] = json.loads(API_PATH.read_text())
@@ -31,7 +29,6 @@ ALLOW: set[tuple[str, str | None]] = {(a["name"], a["param"]) for a in API["allo
 P = inspect.Parameter
 POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
 BY_NAME = (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 @dataclass
@@ -49,23 +46,18 @@ class Result:
     allowed: int = 0
 
 
-def encode_default(value: Any) -> dict[str, Any]:
-    """The same JSON-safe form ``tools/gen_torchrl_api.py`` writes for TorchRL's defaults."""
-    if isinstance(value, enum.Enum):
-        return {"enum": value.name, "repr": f"{type(value).__name__}.{value.name}"}
-    if value is None or isinstance(value, (bool, int, str)):
-        return {"value": value}
-    if isinstance(value, float):
-        return {"value": value} if math.isfinite(value) else {"float": repr(value)}
-    if isinstance(value, torch.dtype):
-        return {"dtype": str(value)}
-    if isinstance(value, type):
-        return {"class": f"{value.__module__}.{value.__qualname__}"}
-    if isinstance(value, (tuple, list)):
-        items = [encode_default(v) for v in value]
-        if all(set(i) == {"value"} for i in items):
-            return {"value": [i["value"] for i in items]}
-    return {"repr": _ADDRESS.sub("", repr(value))}
+def _generator() -> Any:
+    """``tools/gen_torchrl_api.py`` as a module: it imports TorchRL only when run, so its default
+    encoding can be shared (one definition of what the JSON holds)."""
+    path = API_PATH.with_name("gen_torchrl_api.py")
+    spec = importlib.util.spec_from_file_location("gen_torchrl_api", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+encode_default = _generator().encode_default
 
 
 def _show(default: dict[str, Any]) -> str:
