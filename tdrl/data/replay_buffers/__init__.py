@@ -16,48 +16,17 @@ from tdrl.data.replay import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
-from tdrl.data.replay_buffers.samplers import (
-    PrioritizedSampler,
-    PrioritizedSliceSampler,
-    RandomSampler,
-    Sampler,
-    SamplerWithoutReplacement,
-    SliceSampler,
-    SliceSamplerWithoutReplacement,
-)
-from tdrl.data.replay_buffers.storages import (
-    LazyMemmapStorage,
-    LazyTensorStorage,
-    ListStorage,
-    Storage,
-    TensorStorage,
-)
-from tdrl.data.replay_buffers.writers import (
-    RoundRobinWriter,
-    TensorDictMaxValueWriter,
-    TensorDictRoundRobinWriter,
-    Writer,
-)
+from tdrl.data.replay_buffers import samplers, storages, writers
+from tdrl.data.replay_buffers.samplers import *  # noqa: F403
+from tdrl.data.replay_buffers.storages import *  # noqa: F403
+from tdrl.data.replay_buffers.writers import *  # noqa: F403
 
 __all__ = [
-    "LazyMemmapStorage",
-    "LazyTensorStorage",
-    "ListStorage",
     "PrioritizedReplayBuffer",
-    "PrioritizedSampler",
-    "PrioritizedSliceSampler",
-    "RandomSampler",
     "ReplayBuffer",
-    "RoundRobinWriter",
-    "Sampler",
-    "SamplerWithoutReplacement",
-    "SliceSampler",
-    "SliceSamplerWithoutReplacement",
-    "Storage",
-    "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
-    "TensorDictRoundRobinWriter",
-    "TensorStorage",
-    "Writer",
+    *samplers.__all__,
+    *storages.__all__,
+    *writers.__all__,
 ]
