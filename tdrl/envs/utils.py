@@ -12,8 +12,10 @@ Examples:
 
 from tdrl.envs.core import (
     ExplorationType,
+    MarlGroupMapType,
     RandomPolicy,
     check_env_specs,
+    check_marl_grouping,
     exploration_type,
     make_composite_from_td,
     set_exploration_type,
@@ -22,8 +24,10 @@ from tdrl.envs.core import (
 
 __all__ = [
     "ExplorationType",
+    "MarlGroupMapType",
     "RandomPolicy",
     "check_env_specs",
+    "check_marl_grouping",
     "exploration_type",
     "make_composite_from_td",
     "set_exploration_type",

@@ -9,6 +9,7 @@ from tdrl.envs.core._exploration_type import (
     set_exploration_type,
 )
 from tdrl.envs.core._keys import DoneGroup
+from tdrl.envs.core._marl import MarlGroupMapType, check_marl_grouping, group_by_name
 from tdrl.envs.core._random_policy import RandomPolicy
 from tdrl.envs.core._step_mdp import StepMDP, step_mdp
 from tdrl.specs import make_composite_from_td
@@ -19,10 +20,13 @@ __all__ = [
     "EnvCreator",
     "EnvMeta",
     "ExplorationType",
+    "MarlGroupMapType",
     "RandomPolicy",
     "StepMDP",
     "check_env_specs",
+    "check_marl_grouping",
     "exploration_type",
+    "group_by_name",
     "make_composite_from_td",
     "set_exploration_type",
     "step_mdp",
