@@ -55,6 +55,8 @@ from tdrl.modules.models import (
     MultiAgentConvNet,
     MultiAgentMLP,
     NormalParamExtractor,
+    QMixer,
+    VDNMixer,
 )
 from tdrl.modules.rnn import (
     GRUModule,
@@ -86,6 +88,7 @@ __all__ = [
     "OneHotCategorical",
     "OrnsteinUhlenbeckProcessModule",
     "ProbabilisticActor",
+    "QMixer",
     "QValueActor",
     "QValueModule",
     "RandomPolicy",
@@ -95,6 +98,7 @@ __all__ = [
     "TanhModule",
     "TanhNormal",
     "TruncatedNormal",
+    "VDNMixer",
     "ValueOperator",
     "exploration_type",
     "recurrent_mode",

@@ -11,6 +11,7 @@ Examples:
 
 from tdrl.modules.models._conv import ConvNet
 from tdrl.modules.models._layers import SquashDims
+from tdrl.modules.models._mixers import QMixer, VDNMixer
 from tdrl.modules.models._mlp import MLP
 from tdrl.modules.models._multiagent import MultiAgentMLP
 from tdrl.modules.models._multiagent_conv import MultiAgentConvNet
@@ -22,5 +23,7 @@ __all__ = [
     "MultiAgentConvNet",
     "MultiAgentMLP",
     "NormalParamExtractor",
+    "QMixer",
     "SquashDims",
+    "VDNMixer",
 ]
