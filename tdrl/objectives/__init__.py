@@ -10,6 +10,7 @@ from tdrl.objectives._iql import DiscreteIQLLoss, IQLLoss
 from tdrl.objectives._optim import group_optimizers
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from tdrl.objectives._qmixer import QMixerLoss
 from tdrl.objectives._redq import REDQLoss
 from tdrl.objectives._reinforce import ReinforceLoss
 from tdrl.objectives._sac import SACLoss
@@ -41,6 +42,7 @@ __all__ = [
     "PPOLoss",
     "PolicyGradientLoss",
     "QEnsemble",
+    "QMixerLoss",
     "REDQLoss",
     "ReinforceLoss",
     "SACLoss",
