@@ -12,6 +12,12 @@ Each group holds, for the same 4 sub-envs and the same pre-drawn actions:
   ParallelEnv returns fresh tensors.
 - ``raw`` (CartPole only): plain gymnasium envs in a loop, numpy results stacked into tensors;
   what a step costs without any tensordict machinery.
+- ``plain_serial``, ``plain_parallel``, ``plain_parallel_2x2`` (CartPole only): the issue's plain
+  loops, the baselines of ``serial``, ``parallel`` and ``parallel_2x2``: gymnasium ``step``,
+  numpy->torch conversion (numpy writes into a preallocated ``[4]`` torch output holding what
+  tdrl returns: next observation, reward and done flags, and the root observation after the
+  reset of done envs), in this process, in 4 processes (one env each) or in 2 processes (two
+  envs each), the processes writing into shared memory and woken by one-byte pipe messages.
 
 Every version runs ``STEPS`` steps of ``step_and_maybe_reset`` (done members reset). Steps/s =
 ``STEPS * 4 / mean``; ratio tdrl / baseline = ``baseline mean / tdrl mean``. Run::
@@ -222,3 +228,136 @@ def test_batched_baseline_raw_gymnasium(benchmark):
     _bench(benchmark, run)
     for env in envs:
         env.close()
+
+
+# ----------------------------------------------------------------------------- plain loops
+_PLAIN_KEYS = ("observation", "reward", "done", "terminated", "truncated", "root_observation")
+
+
+def _plain_output(shared: bool = False) -> dict[str, torch.Tensor]:
+    """The preallocated ``[N_ENVS]`` output of the plain loops (the actions too)."""
+    out = {
+        "observation": torch.zeros(N_ENVS, 4),
+        "reward": torch.zeros(N_ENVS, 1),
+        "root_observation": torch.zeros(N_ENVS, 4),
+        "action": torch.zeros(N_ENVS, dtype=torch.int64),
+    }
+    for name in ("done", "terminated", "truncated"):
+        out[name] = torch.zeros(N_ENVS, 1, dtype=torch.bool)
+    if shared:
+        for t in out.values():
+            t.share_memory_()
+    return out
+
+
+def _plain_envs(rows: range) -> list:
+    import gymnasium as gym
+
+    envs = [gym.make("CartPole-v1") for _ in rows]
+    for i, env in zip(rows, envs):
+        env.reset(seed=i)
+    return envs
+
+
+def _plain_step(envs: list, rows: range, views: dict) -> None:
+    """One step of the envs of ``rows``: actions read from, results written to numpy views of
+    the torch output; done envs are reset and their root row gets the reset observation."""
+    act, obs, rew = views["action"], views["observation"], views["reward"]
+    done, term, trunc, root = (
+        views[k] for k in ("done", "terminated", "truncated", "root_observation")
+    )
+    for i, env in zip(rows, envs):
+        o, r, te, tr, _ = env.step(int(act[i]))
+        obs[i], rew[i], term[i], trunc[i], done[i] = o, r, te, tr, te or tr
+        root[i] = env.reset()[0] if te or tr else o
+
+
+@pytest.mark.parametrize("impl", ["plain_serial"])
+def test_batched_plain(benchmark, impl):
+    pytest.importorskip("gymnasium")
+    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}"
+    rows = range(N_ENVS)
+    envs = _plain_envs(rows)
+    out = _plain_output()
+    views = {k: v.numpy() for k, v in out.items()}
+    actions = _actions(_make_cartpole).numpy()
+
+    def run() -> None:
+        for t in range(STEPS):
+            views["action"][:] = actions[t]
+            _plain_step(envs, rows, views)
+
+    _bench(benchmark, run)
+    for env in envs:
+        env.close()
+
+
+def _plain_worker(conn, rows: range, shared: dict[str, torch.Tensor]) -> None:
+    torch.set_num_threads(1)
+    envs = _plain_envs(rows)
+    views = {k: v.numpy() for k, v in shared.items()}
+    while conn.recv_bytes() == b"s":
+        _plain_step(envs, rows, views)
+        conn.send_bytes(b"k")
+    for env in envs:
+        env.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("impl", ["plain_parallel", "plain_parallel_2x2"])
+def test_batched_plain_mp(benchmark, impl):
+    pytest.importorskip("gymnasium")
+    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}"
+    per_proc = 1 if impl == "plain_parallel" else 2
+    shared = _plain_output(shared=True)
+    actions = _actions(_make_cartpole).numpy()
+    ctx = multiprocessing.get_context("fork")
+    conns, procs = [], []
+    for first in range(0, N_ENVS, per_proc):
+        parent, child = ctx.Pipe()
+        rows = range(first, first + per_proc)
+        proc = ctx.Process(target=_plain_worker, args=(child, rows, shared))
+        proc.start()
+        conns.append(parent)
+        procs.append(proc)
+    act = shared["action"].numpy()
+
+    def run() -> None:
+        for t in range(STEPS):
+            act[:] = actions[t]
+            for c in conns:
+                c.send_bytes(b"s")
+            for c in conns:
+                c.recv_bytes()
+
+    try:
+        _bench(benchmark, run)
+    finally:
+        for c in conns:
+            c.send_bytes(b"q")
+        for p in procs:
+            p.join(10)
+
+
+def test_plain_step_matches_serial_env():
+    """The plain loop does the same work as SerialEnv's step_and_maybe_reset (same values)."""
+    pytest.importorskip("gymnasium")
+    actions = _actions(_make_cartpole)
+    rows = range(N_ENVS)
+    envs = _plain_envs(rows)
+    views = {k: v.numpy() for k, v in _plain_output().items()}
+    env = SerialEnv(N_ENVS, _make_cartpole)
+    env.set_seed(0)
+    seeds = [e._pending_seed for e in env.envs]  # the seed each sub-env got
+    for e, seed in zip(envs, seeds):
+        e.reset(seed=seed)
+    td = env.reset()
+    for t in range(STEPS):
+        td.set("action", actions[t])
+        out, td = env.step_and_maybe_reset(td)
+        views["action"][:] = actions[t].numpy()
+        _plain_step(envs, rows, views)
+        for key in _PLAIN_KEYS[:5]:
+            np.testing.assert_allclose(views[key], out["next", key].numpy(), err_msg=key)
+        np.testing.assert_allclose(views["root_observation"], td["observation"].numpy())
+    env.close()

@@ -7,7 +7,13 @@ worker processes exchanging batches through shared memory for the multi-process 
 ``return_same_td=True`` (the collector's memory, reused).
 Envs: gymnasium ``Pendulum-v1`` (one env per process) and the built-in ``PendulumV1Env`` with 256
 pendulums; policies: uniform random actions and a small MLP. One op is one batch; the frames/s
-are in ``extra_info``::
+are in ``extra_info``.
+
+Two baselines for the gymnasium env: ``raw`` (per-step torch writes into preallocated tensors)
+and ``plain``, the issue's leaner plain loop doing the same work as the collector: gymnasium
+``step``, numpy->torch conversion (the observation handed to the policy with
+``torch.from_numpy``; every result written through numpy views into a preallocated torch output
+holding every entry of the collector's batch, trajectory ids included), a reset after each done::
 
     .venv/bin/python -m pytest benchmarks/test_collectors.py --benchmark-enable -p no:cacheprovider
 """
@@ -55,8 +61,10 @@ def _buffers(kind: str, steps: int) -> dict[str, torch.Tensor]:
     lead = (N_PENDULUMS, steps) if kind == "builtin" else (steps,)
     sizes = {"obs": 3, "action": 1, "reward": 1, "next_obs": 3}
     out = {name: torch.zeros(*lead, size) for name, size in sizes.items()}
-    for name in ("done", "terminated", "truncated"):
+    for name in ("done", "terminated", "truncated", "root_done", "root_terminated"):
         out[name] = torch.zeros(*lead, 1, dtype=torch.bool)
+    out["root_truncated"] = torch.zeros(*lead, 1, dtype=torch.bool)
+    out["traj_ids"] = torch.zeros(lead, dtype=torch.long)
     return out
 
 
@@ -118,13 +126,45 @@ class PlainPendulum:
             obs = nxt
 
 
-def _plain(kind: str, policy, buffers: dict[str, torch.Tensor]):
+class LeanGym:
+    """The issue's plain loop: one gymnasium Pendulum-v1, numpy writes into torch buffers."""
+
+    def __init__(self, policy, buffers: dict[str, torch.Tensor]) -> None:
+        self.env = gym.make("Pendulum-v1")
+        self.obs = self.env.reset(seed=0)[0]
+        self.policy, self.traj = policy, 0
+        self.views = {k: v.numpy() for k, v in buffers.items()}
+
+    def collect(self) -> None:
+        v, env, policy, obs, traj = self.views, self.env, self.policy, self.obs, self.traj
+        o, a, r, no, ids = v["obs"], v["action"], v["reward"], v["next_obs"], v["traj_ids"]
+        d, te, tr = v["done"], v["terminated"], v["truncated"]
+        for t in range(o.shape[0]):
+            if policy is not None:
+                act = policy(torch.from_numpy(obs)).numpy()
+            else:
+                act = torch.empty(1).uniform_(-2.0, 2.0).numpy()
+            nxt, reward, term, trunc, _ = env.step(act)
+            o[t], a[t], r[t], no[t], ids[t] = obs, act, reward, nxt, traj
+            te[t], tr[t], d[t] = term, trunc, term or trunc
+            if term or trunc:
+                obs, traj = env.reset()[0], traj + 1
+            else:
+                obs = nxt
+        self.obs, self.traj = obs, traj
+
+
+def _plain(kind: str, policy, buffers: dict[str, torch.Tensor], lean: bool = False):
+    if lean:
+        return LeanGym(policy, buffers)
     return (PlainGym if kind == "gym" else PlainPendulum)(policy, buffers)
 
 
-def _plain_worker(kind: str, policy, buffers: dict[str, torch.Tensor], conn) -> None:
+def _plain_worker(
+    kind: str, policy, buffers: dict[str, torch.Tensor], conn, lean: bool = False
+) -> None:
     torch.set_num_threads(1)
-    loop = _plain(kind, policy, buffers)
+    loop = _plain(kind, policy, buffers, lean)
     with torch.no_grad():
         while conn.recv():
             loop.collect()
@@ -135,14 +175,14 @@ class PlainWorkers:
     """Two processes running the plain loop into shared-memory buffers, one pipe message each
     way per batch: the hand-written version of a two-worker collector."""
 
-    def __init__(self, kind: str, policy) -> None:
+    def __init__(self, kind: str, policy, lean: bool = False) -> None:
         self.buffers = [
             {k: v.share_memory_() for k, v in _buffers(kind, STEPS[kind]).items()} for _ in "ab"
         ]
         self.conns, self.procs = [], []
         for buf in self.buffers:
             parent, child = CTX.Pipe()
-            proc = CTX.Process(target=_plain_worker, args=(kind, policy, buf, child))
+            proc = CTX.Process(target=_plain_worker, args=(kind, policy, buf, child, lean))
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
@@ -198,16 +238,17 @@ def _run(benchmark, fn, frames: int) -> None:
 # "tdrl" iterates with the default (each batch is a copy the caller owns), "tdrl_same_td" with
 # return_same_td=True (the collector's own memory): their ratio is the cost of owning the batch.
 IMPLS = ["raw", "tdrl_same_td", "tdrl"]
+# the lean plain loop exists for the gymnasium env (the built-in baseline is plain torch already)
+CASES = [(impl, kind) for kind in KINDS for impl in (["plain"] if kind == "gym" else []) + IMPLS]
 
 
-@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("impl", IMPLS)  # innermost: the variants run back to back
+@pytest.mark.parametrize(("impl", "kind"), CASES)  # the variants of one env run back to back
 def test_single_process(benchmark, impl, kind, policy):
     benchmark.group = f"Collector {kind} {policy}"
     mlp = _mlp() if policy == "mlp" else None
-    if impl == "raw":
-        loop = _plain(kind, mlp, _buffers(kind, STEPS[kind]))
+    if impl in ("raw", "plain"):
+        loop = _plain(kind, mlp, _buffers(kind, STEPS[kind]), lean=impl == "plain")
         with torch.no_grad():
             _run(benchmark, loop.collect, _frames(kind))
         return
@@ -224,9 +265,8 @@ def test_single_process(benchmark, impl, kind, policy):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("impl", "kind"), CASES)
 def test_two_workers(benchmark, impl, mode, kind, policy):
     benchmark.group = f"Multi{mode.capitalize()}Collector 2 workers {kind} {policy}"
     mlp = _mlp() if policy == "mlp" else None
@@ -234,8 +274,8 @@ def test_two_workers(benchmark, impl, mode, kind, policy):
     # one async batch is often ready at once while the other worker was collecting
     per_op = 2 * _frames(kind)
     batches_per_op = 1 if mode == "sync" else 2
-    if impl == "raw":
-        workers = PlainWorkers(kind, mlp)
+    if impl in ("raw", "plain"):
+        workers = PlainWorkers(kind, mlp, lean=impl == "plain")
         step = workers.sync_batch if mode == "sync" else workers.async_batch
         try:
             _run(benchmark, lambda: [step() for _ in range(batches_per_op)], per_op)
@@ -252,3 +292,33 @@ def test_two_workers(benchmark, impl, mode, kind, policy):
     ) as collector:
         it = iter(collector)
         _run(benchmark, lambda: [next(it) for _ in range(batches_per_op)], per_op)
+
+
+def test_lean_loop_matches_the_collector():
+    """The plain loop does the same work as the Collector: same entries, same values."""
+    steps = 300  # more than one Pendulum-v1 episode (200 steps): a reset happens
+    mlp = _mlp()
+    buffers = _buffers("gym", steps)
+    with torch.no_grad():
+        LeanGym(mlp, buffers).collect()
+    env = GymEnv("Pendulum-v1")
+    env.set_seed(0)
+    collector = Collector(env, _policy(mlp), frames_per_batch=steps)
+    batch = next(iter(collector))
+    collector.shutdown()
+    pairs = {
+        "obs": "observation",
+        "action": "action",
+        "reward": ("next", "reward"),
+        "next_obs": ("next", "observation"),
+        "done": ("next", "done"),
+        "terminated": ("next", "terminated"),
+        "truncated": ("next", "truncated"),
+        "root_done": "done",
+        "root_terminated": "terminated",
+        "root_truncated": "truncated",
+        "traj_ids": ("collector", "traj_ids"),
+    }
+    assert len(pairs) == len(batch.keys(True, True))
+    for name, key in pairs.items():
+        torch.testing.assert_close(buffers[name], batch[key], msg=name)

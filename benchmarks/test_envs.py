@@ -110,13 +110,20 @@ def test_cartpole_rollout_raw(benchmark, batch):
 
 
 # ----------------------------------------------------------------- gymnasium CartPole
-def test_gym_cartpole_rollout_tdrl(benchmark):
+# Three tdrl rollouts of GymEnv("CartPole-v1") (STEPS steps, done envs reset, actions replayed
+# from a table): the default one-hot actions ("tdrl") and categorical ones ("tdrl_categorical").
+# Two baselines: "plain", the issue's plain loop doing the same work as the tdrl rollout
+# (gymnasium step, numpy->torch conversion into a preallocated output holding every entry the
+# tdrl rollout returns, a reset at the start and after each done), and the older "raw" loop
+# (observations converted per step, the rest stacked at the end, no reset at the start).
+def _gym_rollout(categorical: bool):
     from tdrl.envs.libs import GymEnv
 
-    benchmark.group = "gymnasium CartPole-v1 rollout"
-    env = GymEnv("CartPole-v1")
+    env = GymEnv("CartPole-v1", categorical_action_encoding=categorical)
     env.set_seed(0)
     actions = _action_table(()).long()  # GymEnv's one-hot actions are int64, as in TorchRL
+    if categorical:
+        actions = actions.argmax(-1)
 
     def run():
         step = iter(actions)
@@ -124,7 +131,54 @@ def test_gym_cartpole_rollout_tdrl(benchmark):
             STEPS, lambda td: td.set("action", next(step)), break_when_any_done=False
         )
 
+    return env, run
+
+
+@pytest.mark.parametrize("encoding", ["one_hot", "categorical"])
+def test_gym_cartpole_rollout_tdrl(benchmark, encoding):
+    benchmark.group = "gymnasium CartPole-v1 rollout"
+    _, run = _gym_rollout(encoding == "categorical")
     _bench(benchmark, run, rounds=50)
+
+
+def plain_gym_rollout(env, actions: list[int], seed: int | None = None) -> dict[str, torch.Tensor]:
+    """The issue's plain loop: every entry of the tdrl rollout in preallocated tensors.
+
+    Root and next observations, the action index, the reward and the next done flags are
+    written each step through numpy views of the output tensors (gymnasium returns numpy
+    arrays and python scalars: numpy writes are the cheapest conversion into torch memory).
+    The root done flags stay False (every step starts from a live env), as in tdrl's rollout.
+    """
+    obs_dim = env.observation_space.shape[0]
+    out = {
+        "observation": torch.empty(STEPS, obs_dim),
+        "action": torch.empty(STEPS, dtype=torch.int64),
+        "next_observation": torch.empty(STEPS, obs_dim),
+        "reward": torch.empty(STEPS, 1),
+    }
+    for prefix in ("", "next_"):
+        for name in ("done", "terminated", "truncated"):
+            out[prefix + name] = torch.zeros(STEPS, 1, dtype=torch.bool)
+    o, a, no, r = (out[k].numpy() for k in ("observation", "action", "next_observation", "reward"))
+    d, te, tr = (out[k].numpy() for k in ("next_done", "next_terminated", "next_truncated"))
+    obs, _ = env.reset(seed=seed)
+    for t in range(STEPS):
+        o[t] = obs
+        a[t] = actions[t]
+        obs, reward, term, trunc, _ = env.step(actions[t])
+        no[t], r[t], te[t], tr[t], d[t] = obs, reward, term, trunc, term or trunc
+        if term or trunc:
+            obs, _ = env.reset()
+    return out
+
+
+def test_gym_cartpole_rollout_plain(benchmark):
+    gym = pytest.importorskip("gymnasium")
+    benchmark.group = "gymnasium CartPole-v1 rollout"
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    actions = _action_table(()).numpy().argmax(-1).tolist()
+    _bench(benchmark, lambda: plain_gym_rollout(env, actions), rounds=50)
 
 
 def test_gym_cartpole_rollout_raw(benchmark):
@@ -159,6 +213,21 @@ def test_gym_cartpole_rollout_raw(benchmark):
     _bench(benchmark, run, rounds=50)
 
 
+def test_plain_gym_rollout_matches_tdrl():
+    """The plain loop does the same work as the tdrl rollout: same entries and values."""
+    gym = pytest.importorskip("gymnasium")
+    _, run = _gym_rollout(categorical=True)
+    want = run()
+    plain_env = gym.make("CartPole-v1")
+    actions = _action_table(()).numpy().argmax(-1).tolist()
+    got = plain_gym_rollout(plain_env, actions, seed=0)
+    assert len(want.keys(True, True)) == len(got)
+    for key, value in got.items():
+        tkey = ("next", key[5:]) if key.startswith("next_") else key
+        tkey = ("next", "reward") if key == "reward" else tkey
+        torch.testing.assert_close(value, want[tkey], msg=f"key {key}")
+
+
 # ----------------------------------------------------------------- step_mdp
 def _stepped(env) -> TensorDict:
     td = env.reset()
@@ -169,27 +238,48 @@ def _to_dict(td) -> dict:
     return {k: _to_dict(v) if isinstance(v, TensorDict) else v for k, v in td.items()}
 
 
-def dict_step_mdp(data: dict, reward: str = "reward", action: str = "action") -> dict:
-    """A plain nested-dict step_mdp: next entries minus rewards, plus root entries it lacks."""
+DONE_NAMES = frozenset({"done", "terminated", "truncated"})
 
-    def copy_next(node: dict) -> dict:
+
+def dict_step_mdp(
+    data: dict,
+    *,
+    keep_other: bool = True,
+    exclude_reward: bool = True,
+    exclude_done: bool = False,
+    exclude_action: bool = True,
+) -> dict:
+    """A plain nested-dict step_mdp with the same options as tdrl's (leaf names excluded at any
+    depth): the next entries minus the excluded ones, plus the root entries they lack."""
+    drop = ({"reward"} if exclude_reward else set()) | (DONE_NAMES if exclude_done else set())
+    root_drop = drop | {"next"} | ({"action"} if exclude_action else set())
+
+    def copy(node: dict, names: set) -> dict:
         return {
-            k: copy_next(v) if isinstance(v, dict) else v for k, v in node.items() if k != reward
+            k: copy(v, names) if type(v) is dict else v for k, v in node.items() if k not in names
         }
 
     def fill(dest: dict, src: dict) -> None:
         for k, v in src.items():
-            if k in ("next", action):
+            if k in root_drop:
                 continue
             if k not in dest:
-                dest[k] = (
-                    {kk: vv for kk, vv in v.items() if kk != action} if isinstance(v, dict) else v
-                )
-            elif isinstance(v, dict):
+                dest[k] = copy(v, root_drop) if type(v) is dict else v
+            elif type(v) is dict:
                 fill(dest[k], v)
 
-    out = copy_next(data["next"])
-    fill(out, data)
+    def carry_actions(dest: dict, src: dict) -> None:
+        for k, v in src.items():
+            if k == "action":
+                dest[k] = v
+            elif k != "next" and type(v) is dict and k in dest:
+                carry_actions(dest[k], v)
+
+    out = copy(data["next"], drop)
+    if keep_other:
+        fill(out, data)
+    elif not exclude_action:
+        carry_actions(out, data)
     return out
 
 
@@ -197,33 +287,59 @@ ENVS = {
     "flat": lambda: CartPoleEnv(batch_size=(32,)),
     "nested": lambda: MultiAgentNavigationEnv(batch_size=(32,), n_agents=4),
 }
+# the step_mdp options users pass (TorchRL's arguments); "default" is what envs and collectors use
+OPTIONS: dict[str, dict[str, bool]] = {
+    "default": {},
+    "no_keep_other": {"keep_other": False},
+    "exclude_done": {"exclude_done": True},
+    "keep_action": {"exclude_action": False},
+}
+
+
+def _dict_leaves(data: dict, prefix: tuple = ()) -> set:
+    out = set()
+    for k, v in data.items():
+        out |= _dict_leaves(v, (*prefix, k)) if type(v) is dict else {(*prefix, k)}
+    return out
+
+
+def _td_leaves(td) -> set:
+    return {k if isinstance(k, tuple) else (k,) for k in td.keys(True, True)}
+
+
+def _free_kwargs(env, option: str) -> dict:
+    keys = {"reward_keys": env.reward_keys, "action_keys": env.action_keys}
+    return {"done_keys": env.done_keys, **keys, **OPTIONS[option]}
 
 
 @pytest.mark.parametrize("layout", sorted(ENVS))
 def test_step_mdp_env_plan(benchmark, layout):
-    benchmark.group = f"step_mdp {layout}"
+    benchmark.group = f"step_mdp {layout} default"
     env = ENVS[layout]()
     td = _stepped(env)
     benchmark(env.step_mdp, td)
 
 
+@pytest.mark.parametrize("option", list(OPTIONS))
 @pytest.mark.parametrize("layout", sorted(ENVS))
-def test_step_mdp_free_function(benchmark, layout):
-    benchmark.group = f"step_mdp {layout}"
+def test_step_mdp_free_function(benchmark, layout, option):
+    benchmark.group = f"step_mdp {layout} {option}"
     env = ENVS[layout]()
     td = _stepped(env)
-    keys = {"reward_keys": env.reward_keys, "action_keys": env.action_keys}
-    benchmark(step_mdp, td, done_keys=env.done_keys, **keys)
+    benchmark(step_mdp, td, **_free_kwargs(env, option))
 
 
+@pytest.mark.parametrize("option", list(OPTIONS))
 @pytest.mark.parametrize("layout", sorted(ENVS))
-def test_step_mdp_raw_dict(benchmark, layout):
-    benchmark.group = f"step_mdp {layout}"
+def test_step_mdp_raw_dict(benchmark, layout, option):
+    benchmark.group = f"step_mdp {layout} {option}"
     env = ENVS[layout]()
-    data = _to_dict(_stepped(env))
-    out = dict_step_mdp(data)
-    assert set(out) == set(env.step_mdp(_stepped(env)).keys())
-    benchmark(dict_step_mdp, data)
+    td = _stepped(env)
+    data = _to_dict(td)
+    # the baseline produces the same entries as tdrl's step_mdp with the same options
+    want = _td_leaves(step_mdp(td, **_free_kwargs(env, option)))
+    assert _dict_leaves(dict_step_mdp(data, **OPTIONS[option])) == want
+    benchmark(dict_step_mdp, data, **OPTIONS[option])
 
 
 def test_raw_cartpole_matches_the_env():
