@@ -115,7 +115,9 @@ class ActionCodec:
     actions (``[num_envs, d]`` floats, ``[num_envs, 1]`` indices or ``[num_envs, k]`` indices).
     """
 
-    def __init__(self, spaces: Sequence[Any], shape: tuple[int, int], device: Any, cat: bool):
+    def __init__(
+        self, spaces: Sequence[Any], shape: tuple[int, int], device: Any, cat: bool
+    ) -> None:
         kinds = {_space_kind(s) for s in spaces}
         kind = kinds.pop()
         self.kind = kind
