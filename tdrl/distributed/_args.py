@@ -1,0 +1,168 @@
+"""How :class:`RayCollector` reads TorchRL's arguments: env factories, collector classes,
+per-collector values and the arguments tdrl cannot honour."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tdrl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
+from tdrl.envs import EnvBase, EnvCreator
+
+__all__ = [
+    "check_unsupported",
+    "collector_class_of",
+    "env_factories",
+    "inner_kwargs",
+    "per_actor",
+]
+
+_NO_SCHEME = "RayCollector syncs weights through the Ray object store, with versions"
+#: argument -> (accepted values, why other values are refused)
+_UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
+    "trust_policy": ((None, True), "tdrl never wraps or checks the policy"),
+    "max_weight_update_interval": (
+        (-1,),
+        "weights reach the actors on update_policy_weights_() (every batch with "
+        "update_after_each_batch=True)",
+    ),
+    "weight_updater": ((None,), _NO_SCHEME),
+    "weight_sync_schemes": ((None,), _NO_SCHEME),
+    "weight_recv_schemes": ((None,), _NO_SCHEME),
+    "trajs_per_batch": (
+        (None,),
+        "tdrl collects fixed-length [*env.batch_size, T] batches, not whole trajectories",
+    ),
+}
+# what RayCollector sets in the actors' collectors itself
+_OWN_KWARGS = (
+    "create_env_fn",
+    "policy",
+    "policy_factory",
+    "frames_per_batch",
+    "total_frames",
+    "replay_buffer",
+    "split_trajs",
+    "postproc",
+    "return_same_td",
+    "num_workers",
+)
+_CLASSES = {"single": Collector, "sync": MultiSyncCollector, "async": MultiAsyncCollector}
+
+
+def check_unsupported(owner: str, values: Mapping[str, Any]) -> None:
+    """Raises ``ValueError`` for the first argument whose value tdrl cannot honour.
+
+    Examples:
+        >>> check_unsupported("RayCollector.__init__", {"trajs_per_batch": None})
+    """
+    for name, value in values.items():
+        accepted, why = _UNSUPPORTED[name]
+        if any(value is a or (type(value) is type(a) and value == a) for a in accepted):
+            continue
+        raise ValueError(
+            f"{owner}: {name}={value!r} is not supported by tdrl (got {value!r}; expected one of "
+            f"{accepted}): {why}. Leave {name} at its default."
+        )
+
+
+def collector_class_of(owner: str, collector_class: Any, workers: int) -> type:
+    """The collector class each actor runs: tdrl's :class:`Collector` (``"single"``) or
+    :class:`MultiSyncCollector` (``"sync"``, with ``workers`` processes).
+
+    Examples:
+        >>> collector_class_of("f", "sync", 2).__name__
+        'MultiSyncCollector'
+    """
+    cls = (
+        _CLASSES.get(collector_class, collector_class)
+        if isinstance(collector_class, str)
+        else (collector_class)
+    )
+    if cls is MultiAsyncCollector:
+        raise ValueError(
+            f"{owner}: collector_class=MultiAsyncCollector is not supported (got "
+            f"{collector_class!r}; expected Collector or MultiSyncCollector): its batches would "
+            "not say which policy weights collected them. Use more actors with sync=False."
+        )
+    if cls not in (Collector, MultiSyncCollector):
+        raise TypeError(
+            f"{owner}: collector_class must be Collector, MultiSyncCollector, 'single' or 'sync' "
+            f"(got {collector_class!r}). Pass one of them."
+        )
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(
+            f"{owner}: num_workers_per_collector must be an int >= 1 (got {workers!r})."
+        )
+    if cls is Collector and workers != 1:
+        raise ValueError(
+            f"{owner}: num_workers_per_collector={workers} needs a multi-process collector (got "
+            "collector_class=Collector; expected MultiSyncCollector). Pass "
+            "collector_class=MultiSyncCollector."
+        )
+    return cls
+
+
+def env_factories(
+    owner: str, create_env_fn: Any, num_collectors: int | None, use_env_creator: bool
+) -> list[Any]:
+    """One env factory per actor (TorchRL's list, or one factory for ``num_collectors``)."""
+    if isinstance(create_env_fn, (list, tuple)):
+        fns = list(create_env_fn)
+        if num_collectors is not None and num_collectors != len(fns):
+            raise ValueError(
+                f"{owner}: num_collectors does not match create_env_fn (got num_collectors="
+                f"{num_collectors} and {len(fns)} env factories). Pass one of them."
+            )
+    else:
+        n = 1 if num_collectors is None else num_collectors
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"{owner}: num_collectors must be an int >= 1 (got {n!r}).")
+        fns = [create_env_fn] * n
+    if not fns or not all(callable(f) and not isinstance(f, EnvBase) for f in fns):
+        raise TypeError(
+            f"{owner}: create_env_fn must be a callable returning an EnvBase, or a list of them "
+            f"(got {create_env_fn!r}). Env instances cannot travel to the actors: pass e.g. "
+            "lambda: GymEnv('CartPole-v1')."
+        )
+    return [EnvCreator(f) for f in fns] if use_env_creator else fns
+
+
+def per_actor(owner: str, name: str, value: Any, n: int) -> list[Any]:
+    """``value`` for each of ``n`` actors: a list of ``n`` values, or one value for all.
+
+    Examples:
+        >>> per_actor("f", "device", ["cpu", "cpu"], 2), per_actor("f", "device", None, 2)
+        (['cpu', 'cpu'], [None, None])
+    """
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(
+                f"{owner}: {name} holds {len(value)} values (expected one per collector: {n}). "
+                "Pass one value for all collectors or one per collector."
+            )
+        return list(value)
+    return [value] * n
+
+
+def inner_kwargs(
+    owner: str, common: dict[str, Any], split: dict[str, list[Any]], extra: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """The keyword arguments of each actor's collector: ``common``, then ``split[name][w]``,
+    then ``collector_kwargs[w]`` (``extra[w]``)."""
+    out = []
+    for w, more in enumerate(extra):
+        if more is not None and not isinstance(more, Mapping):
+            raise TypeError(
+                f"{owner}: collector_kwargs must be a dict or one dict per collector (got "
+                f"{type(more).__name__})."
+            )
+        more = dict(more or {})
+        taken = sorted(k for k in more if k in _OWN_KWARGS)
+        if taken:
+            raise ValueError(
+                f"{owner}: collector_kwargs may not set {taken} (got {taken}; expected other "
+                "collector arguments): RayCollector sets them. Pass them to RayCollector."
+            )
+        out.append({**common, **{k: v[w] for k, v in split.items()}, **more})
+    return out

@@ -1,0 +1,173 @@
+"""The one module of tdrl that imports Ray: connection, bounded waits and error translation.
+
+Every other package of tdrl imports without Ray; ``import tdrl.distributed`` raises an
+``ImportError`` that names the extra to install when Ray is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+try:
+    import ray
+    from ray import exceptions as ray_errors
+except ImportError as err:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        f"tdrl.distributed: Ray is not installed (got {type(err).__name__}: {err}; expected the "
+        "'ray' package). Install it with `pip install tdrl[ray]`."
+    ) from err
+
+__all__ = [
+    "ActorLost",
+    "connect",
+    "get",
+    "kill",
+    "lost",
+    "ray",
+    "remote_cause",
+    "remote_traceback",
+    "wait_one",
+]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CARETS = re.compile(r"\s*[\^~]+\s*")
+# An actor or the object it was producing is gone: the work must be done again elsewhere.
+_LOST: tuple[type[BaseException], ...] = (
+    ray_errors.RayActorError,  # ActorDiedError and ActorUnavailableError derive from it
+    ray_errors.ObjectLostError,  # also OwnerDiedError, ObjectReconstructionFailedError, ...
+    ray_errors.WorkerCrashedError,
+    ray_errors.NodeDiedError,
+)
+
+
+class ActorLost(Exception):
+    """Internal: an actor died or became unreachable while answering ``what``."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {str(cause).strip().splitlines()[0][:300]}")
+        self.cause = cause
+
+
+def lost(err: BaseException) -> bool:
+    """Whether ``err`` means the actor (or its result) is gone rather than that it raised.
+
+    Examples:
+        >>> lost(ValueError("a bug in the env")), lost(ray_errors.ActorDiedError())
+        (False, True)
+    """
+    return isinstance(err, _LOST)
+
+
+def remote_cause(err: BaseException) -> BaseException | None:
+    """The exception an actor raised, as raised there (None when Ray could not rebuild it).
+
+    Examples:
+        >>> remote_cause(ValueError("local")) is None
+        True
+    """
+    if isinstance(err, ray_errors.RayTaskError):
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, Exception) and not isinstance(cause, ray_errors.RayTaskError):
+            return cause
+    return None
+
+
+def remote_traceback(err: BaseException) -> str:
+    """The remote traceback Ray attached to ``err`` (or to its cause), without colour codes and
+    caret lines; ``err``'s own traceback when it carries none.
+
+    Examples:
+        >>> remote_traceback(ValueError("local")).splitlines()[-1]
+        'ValueError: local'
+    """
+    for candidate in (err, err.__cause__):
+        if isinstance(candidate, ray_errors.RayTaskError):
+            text = _ANSI.sub("", str(candidate))
+            head, _, body = text.partition("\n")
+            lines = [line for line in body.splitlines() if not _CARETS.fullmatch(line)]
+            return "\n".join([f"{head.strip()}", "Traceback (most recent call last):", *lines])
+    return "".join(traceback.format_exception(type(err), err, err.__traceback__))
+
+
+def connect(owner: str, ray_init_config: Mapping[str, Any] | None) -> bool:
+    """Connects this process to Ray; returns whether this call started (or joined) it.
+
+    Ray already initialised in this process is used as it is. Otherwise ``ray.init`` runs with
+    ``ray_init_config`` (Ray then starts a local instance unless the config, or Ray's own
+    ``RAY_ADDRESS``, names a cluster).
+
+    Raises:
+        ValueError: ``ray_init_config`` is given while Ray is already initialised (it could not
+            be honoured).
+
+    Examples:
+        >>> connect("example", None) in (True, False)
+        True
+    """
+    if ray.is_initialized():
+        if ray_init_config:
+            raise ValueError(
+                f"{owner}: Ray is already initialised in this process, so ray_init_config "
+                f"cannot be applied (got {dict(ray_init_config)!r}; expected None). Drop "
+                "ray_init_config, or pass it before anything else starts Ray."
+            )
+        return False
+    if ray_init_config is not None and not isinstance(ray_init_config, Mapping):
+        raise TypeError(
+            f"{owner}: ray_init_config must be a dict of ray.init arguments (got "
+            f"{type(ray_init_config).__name__}). Pass e.g. {{'address': 'auto'}}."
+        )
+    ray.init(**dict(ray_init_config or {}))
+    return True
+
+
+def get(ref: Any, timeout: float, what: str) -> Any:
+    """``ray.get(ref)`` within ``timeout`` seconds.
+
+    An exception raised in the actor is raised again as it was raised there (its Ray wrapper
+    as the cause); a lost actor raises :class:`ActorLost`.
+
+    Raises:
+        TimeoutError: no answer within ``timeout`` seconds, naming ``what``.
+    """
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray_errors.GetTimeoutError:
+        raise TimeoutError(
+            f"{what}: no answer within {timeout} s (expected one sooner). The actor may be "
+            "stuck or the cluster short of resources; raise the timeout in RayOptions if the "
+            "work is just slow."
+        ) from None
+    except Exception as err:
+        if lost(err):
+            raise ActorLost(err) from err
+        cause = remote_cause(err)
+        if cause is not None:
+            raise cause from err
+        raise
+
+
+def wait_one(refs: Sequence[Any], deadline: float) -> Any | None:
+    """The first of ``refs`` that is ready (a result or an error), or None at ``deadline``
+    (a ``time.monotonic()`` value)."""
+    left = max(0.0, deadline - time.monotonic())
+    ready, _ = ray.wait(list(refs), num_returns=1, timeout=left)
+    return ready[0] if ready else None
+
+
+def kill(handle: Any) -> None:
+    """Kills an actor now (no Ray-side restart); nothing happens when it is gone already or
+    Ray was shut down.
+
+    Examples:
+        >>> kill(None)
+    """
+    if handle is None or not ray.is_initialized():
+        return
+    with contextlib.suppress(Exception):
+        ray.kill(handle, no_restart=True)
