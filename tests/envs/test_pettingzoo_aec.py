@@ -6,10 +6,11 @@ import numpy as np
 import torch
 from mpe2 import simple_spread_v3
 from pettingzoo.classic import tictactoe_v3
+from tensordict.nn import TensorDictModule
 
-from tdrl.envs import SerialEnv, check_env_specs
+from tdrl.envs import MarlGroupMapType, SerialEnv, check_env_specs
 from tdrl.envs.libs import PettingZooWrapper
-from tdrl.modules import QValueModule
+from tdrl.modules import MaskedCategorical, ProbabilisticActor, QValueModule
 from tdrl.specs import Categorical
 
 PLAYERS = ("player_1", "player_2")
@@ -154,6 +155,35 @@ def test_masked_greedy_policy_picks_legal_moves():
     # 0, 1, 2, ...: every move is the first free square; player_1 wins on the 2-4-6 diagonal
     assert moves == list(range(7))
     assert data["next", "done"][-1].item() and data["next", "player_1", "reward"][-1].item() == 1
+
+
+class _PreferCorner(torch.nn.Module):
+    """Logits that favour square 0 whatever the board: legal play needs the mask."""
+
+    def forward(self, board):
+        return torch.linspace(8.0, 0.0, 9).expand(*board.shape[:-3], 9)
+
+
+def test_masked_categorical_policy_samples_legal_moves():
+    env = PettingZooWrapper(
+        tictactoe_v3.env(), use_mask=True, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP, seed=2
+    )
+    logits = TensorDictModule(
+        _PreferCorner(), [("agents", "observation", "observation")], [("agents", "logits")]
+    )
+    actor = ProbabilisticActor(
+        logits,
+        in_keys={"logits": ("agents", "logits"), "mask": ("agents", "action_mask")},
+        out_keys=[("agents", "action")],
+        distribution_class=MaskedCategorical,
+    )
+    torch.manual_seed(0)
+    data = env.rollout(40, actor, break_when_any_done=False)
+    acting = data["agents", "mask"]
+    assert acting.sum(-1).eq(1).all()  # one player per step, the other's mask is all true
+    chosen = data["agents", "action"][acting]
+    assert data["agents", "action_mask"][acting].gather(-1, chosen.unsqueeze(-1)).all()
+    assert data["next", "done"].sum() >= 4
 
 
 def test_serial_env_of_turn_based_games():
