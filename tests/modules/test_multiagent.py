@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tensordict import TensorDict
 from torch import nn
+from torch.nn import functional as F
 
 from tdrl.modules import MultiAgentMLP
 
@@ -17,19 +19,18 @@ def _seed() -> None:
 
 
 def _reference(mlp: MultiAgentMLP, x: torch.Tensor, act: type[nn.Module] = nn.Tanh) -> torch.Tensor:
-    """Loops over agents, builds nn.Linear layers from the stacked weights, and applies them."""
-    layers = [(k, v) for k, v in mlp.state_dict().items() if k.endswith("weight")]
+    """Loops over agents and applies F.linear with each agent's slice of the live weights."""
+    state = mlp.state_dict(keep_vars=True)
+    layers = [(k, v) for k, v in state.items() if k.endswith("weight")]
     outs = []
     for agent in range(N_AGENTS):
         h = x.flatten(-2, -1) if mlp.centralized else x[..., agent, :]
         for i, (key, weight) in enumerate(layers):
             w = weight if mlp.share_params else weight[agent]
-            lin = nn.Linear(w.shape[1], w.shape[0], bias=False)
-            lin.weight.data.copy_(w)
-            bias = mlp.state_dict().get(key.replace("weight", "bias"))
-            h = lin(h)
-            if bias is not None:
-                h = h + (bias if mlp.share_params else bias[agent])
+            bias = state.get(key.replace("weight", "bias"))
+            if bias is not None and not mlp.share_params:
+                bias = bias[agent]
+            h = F.linear(h, w, bias)
             if i < len(layers) - 1:
                 h = act()(h)
         outs.append(h)
@@ -49,6 +50,48 @@ def test_matches_per_agent_loop(
     out = mlp(x)
     assert out.shape == (*batch, N_AGENTS, N_OUT)
     torch.testing.assert_close(out, _reference(mlp, x))
+
+
+@pytest.mark.parametrize("centralized", [False, True])
+@pytest.mark.parametrize("share_params", [False, True])
+@pytest.mark.parametrize("act", [nn.Tanh, nn.ReLU, nn.ELU])
+def test_gradients_match_per_agent_loop(
+    centralized: bool, share_params: bool, act: type[nn.Module]
+) -> None:
+    # Activations may run in place on fresh layer outputs: the backward must not change.
+    mlp = MultiAgentMLP(
+        N_IN,
+        N_OUT,
+        N_AGENTS,
+        centralized=centralized,
+        share_params=share_params,
+        num_cells=[8, 6],
+        activation_class=act,
+    )
+    x = torch.randn(2, 5, N_AGENTS, N_IN, requires_grad=True)
+    inputs = [x, *mlp.parameters()]
+    got = torch.autograd.grad(mlp(x).pow(2).sum(), inputs)
+    want = torch.autograd.grad(_reference(mlp, x, act).pow(2).sum(), inputs)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_runs_under_vmap_over_stacked_parameters() -> None:
+    # How QEnsemble evaluates several critics: torch.vmap over stacked weights.
+    mlps = [
+        MultiAgentMLP(N_IN, N_OUT, N_AGENTS, centralized=True, share_params=False, depth=1)
+        for _ in range(2)
+    ]
+    stacked = TensorDict.from_modules(*mlps, as_module=False)
+    x = torch.randn(4, N_AGENTS, N_IN)
+
+    def call(params: TensorDict) -> torch.Tensor:
+        with params.to_module(mlps[0]):
+            return mlps[0](x)
+
+    out = torch.vmap(call)(stacked)
+    with torch.no_grad():
+        torch.testing.assert_close(out, torch.stack([m(x) for m in mlps]))
 
 
 def test_agents_differ_unless_shared() -> None:
@@ -134,3 +177,8 @@ def test_errors() -> None:
     mlp = MultiAgentMLP(N_IN, N_OUT, N_AGENTS, centralized=False, share_params=False)
     with pytest.raises(ValueError, match="agent dim is wrong"):
         mlp(torch.zeros(5, N_AGENTS + 1, N_IN))
+    for centralized in (False, True):
+        mlp = MultiAgentMLP(N_IN, N_OUT, N_AGENTS, centralized=centralized, share_params=False)
+        with pytest.raises(ValueError, match=rf"input features.*\(\*batch, {N_AGENTS}, {N_IN}\)"):
+            mlp(torch.zeros(5, N_AGENTS, N_IN + 1))
+        assert mlp(torch.zeros(5, N_AGENTS, N_IN)).shape == (5, N_AGENTS, N_OUT)

@@ -60,6 +60,14 @@ class _Layer(nn.Module):
                 self.bias.uniform_(-bound, bound)
 
 
+# In-place versions of parameter-free activations, applied to fresh layer outputs.
+_INPLACE: dict[type, Callable[[torch.Tensor], torch.Tensor]] = {
+    nn.Tanh: torch.tanh_,
+    nn.ReLU: torch.relu_,
+    nn.Sigmoid: torch.sigmoid_,
+}
+
+
 def _check_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     allowed = {"activation_kwargs", "dropout", "bias_last_layer", "activate_last_layer"}
     for name, default in _REFUSED.items():
@@ -208,30 +216,41 @@ class MultiAgentMLP(nn.Module):
                 f" expected (*batch, {self.n_agents}, n_agent_inputs)). Put the agents at dim -2."
             )
         batch = x.shape[:-2]
-        if self.centralized:
-            x = x.flatten(-2, -1)
         layers = self._layers()
-        layers[0].materialize(x.shape[-1])
+        width = x.shape[-1] * (self.n_agents if self.centralized else 1)
+        layers[0].materialize(width)
+        if width != layers[0].weight.shape[-1]:
+            raise ValueError(
+                f"MultiAgentMLP.forward: wrong number of input features (got input shape"
+                f" {tuple(x.shape)}; expected (*batch, {self.n_agents},"
+                f" {self._features_per_agent()})). Pass n_agent_inputs features per agent."
+            )
+        # Rows of (agents x) features: 2-D inputs keep every layer output a fresh tensor, so
+        # activations run in place without autograd copies.
+        flat = x.reshape(-1, width) if self.centralized else x.reshape(-1, x.shape[-1])
         if self.share_params:
-            y = self._run_shared(x, layers)
+            y = self._run_shared(flat, layers)
             if self.centralized:
-                y = y.unsqueeze(-2).expand(*batch, self.n_agents, y.shape[-1])
-            return y
+                return y.reshape(*batch, 1, y.shape[-1]).expand(*batch, self.n_agents, -1)
+            return y.reshape(*batch, self.n_agents, y.shape[-1])
         # Per-agent weights: rows become (agents, N, features) for batched matmuls.
-        flat = x.reshape(-1, x.shape[-1])
         first = layers[0]
         if self.centralized:
             # Every agent reads the same row: one matmul against all agents' stacked weights.
             w = first.weight.reshape(-1, first.weight.shape[-1])
             b = None if first.bias is None else first.bias.reshape(-1)
-            h = F.linear(flat, w, b).unflatten(-1, (self.n_agents, -1)).transpose(0, 1)
+            h = self._post(F.linear(flat, w, b), 0)
+            h = h.unflatten(-1, (self.n_agents, -1)).transpose(0, 1)
         else:
-            h = self._agent_linear(flat.unflatten(0, (-1, self.n_agents)).transpose(0, 1), first)
-        for i, layer in enumerate(layers):
-            if i:
-                h = self._agent_linear(h, layer)
-            h = self._post(h, i)
+            h = flat.unflatten(0, (-1, self.n_agents)).transpose(0, 1)
+            h = self._post(self._agent_linear(h, first), 0)
+        for i, layer in enumerate(layers[1:], 1):
+            h = self._post(self._agent_linear(h, layer), i)
         return h.transpose(0, 1).reshape(*batch, self.n_agents, h.shape[-1])
+
+    def _features_per_agent(self) -> int:
+        n_in = self._layers()[0].weight.shape[-1]
+        return n_in // self.n_agents if self.centralized else n_in
 
     @staticmethod
     def _agent_linear(h: torch.Tensor, layer: _Layer) -> torch.Tensor:
@@ -246,11 +265,17 @@ class MultiAgentMLP(nn.Module):
         return x
 
     def _post(self, h: torch.Tensor, i: int) -> torch.Tensor:
+        """Dropout and activation after layer ``i``; ``h`` is a fresh (not a view) output."""
         if i >= len(self._acts):
             return h
         if self.dropout is not None:
             h = F.dropout(h, self.dropout, self.training)
-        return self._acts[i](h)
+        act = self._acts[i]
+        inplace = _INPLACE.get(type(act))
+        if inplace is None or act._forward_hooks or act._forward_pre_hooks:
+            return act(h)
+        # The layer's backward does not need its output: overwriting it saves a copy.
+        return inplace(h)
 
     def extra_repr(self) -> str:
         return (
