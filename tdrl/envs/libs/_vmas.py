@@ -229,7 +229,7 @@ class VmasWrapper(EnvBase):
 
     def _step_flags(self, out: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         env = self.env
-        if env.terminated_truncated:
+        if getattr(env, "terminated_truncated", False):  # an option older VMAS lacks
             term, trunc = out[2], out[3]
         elif env.max_steps is None:
             term = out[2]
