@@ -164,6 +164,8 @@ class QMixerLoss(LossModule):
         self.local_value_network = local_value_network
         self.mixer_network = mixer_network
         self.delay_value = delay_value
+        self._checked_keys: Any = None  # the keys _check_networks last accepted
+        self._greedy = False  # whether the local network writes local_value itself
         self.action_space = resolve_action_space(action_space, local_value_network, where)
         self._local_layers = plain_layers(local_value_network)
         # A plain TensorDictModule mixer is called on tensors (no TensorDict copy per call).
@@ -176,7 +178,10 @@ class QMixerLoss(LossModule):
 
     # ---------------------------------------------------------------- pieces
     def _check_networks(self) -> None:
+        """Checks once per set of keys that the networks read and write them."""
         keys = self.tensor_keys
+        if self._checked_keys is keys:
+            return
         checks = (
             (self.local_value_network.out_keys, keys.action_value, "local value network", "write"),
             (self.mixer_network.in_keys, keys.local_value, "mixer network", "read"),
@@ -189,6 +194,9 @@ class QMixerLoss(LossModule):
                     f" {list(network_keys)}; expected {key!r} among them). Build the network"
                     " with that key or point set_keys() at the key it uses."
                 )
+        local_out = {normalize_key(k) for k in self.local_value_network.out_keys}
+        self._greedy = keys.local_value in local_out
+        self._checked_keys = keys
 
     def _target_params(self, name: str) -> TensorDictBase | None:
         return getattr(self, f"{name}_target_params", None) if self.delay_value else None
@@ -217,8 +225,7 @@ class QMixerLoss(LossModule):
         """``mixer'(max_a Q'(o', a), s')`` with the target networks."""
         net, keys = self.local_value_network, self.tensor_keys
         params = self._target_params("local_value_network")
-        greedy = keys.local_value in {normalize_key(k) for k in net.out_keys}
-        if self._local_layers is not None or not greedy:
+        if self._local_layers is not None or not self._greedy:
             values = call_with_params(
                 net, self._local_layers, next_td, params, keys.action_value, _W
             )
