@@ -9,6 +9,8 @@ Ray is imported inside the fixture: the rest of the suite never loads it.
 from __future__ import annotations
 
 import os
+import select
+import time
 
 import pytest
 
@@ -49,3 +51,22 @@ def ray_session(_ray_cluster, request):
 
     ray.cloudpickle.register_pickle_by_value(request.module)
     return _ray_cluster
+
+
+@pytest.fixture
+def kill_actor():
+    """``kill(handle)``: ``ray.kill`` an actor and return once its process has exited, so the
+    next call to it fails for sure (``ray.kill`` itself returns before the actor is gone)."""
+    import ray
+
+    def kill(handle, timeout=30.0):
+        pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=timeout)
+        fd = os.pidfd_open(pid)
+        try:
+            ray.kill(handle)
+            deadline = time.monotonic() + timeout
+            assert select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0], pid
+        finally:
+            os.close(fd)
+
+    return kill

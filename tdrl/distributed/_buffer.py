@@ -223,7 +223,7 @@ class RayReplayBuffer:
         """Kills the buffer actor, when this object built it; idempotent. Other copies of the
         object (passed to Ray actors) only drop their handle."""
         actor, self._actor = self._actor, None
-        if actor is not None and self._owner:
+        if actor is not None and self._owner and ray.is_initialized():
             with contextlib.suppress(Exception):
                 get(actor.close.remote(), self.options.shutdown_timeout, "RayReplayBuffer.close")
             kill(actor)
@@ -250,7 +250,7 @@ def _attach(actor: Any, options: RayOptions, info: dict[str, Any]) -> RayReplayB
 def _this_node() -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
 
 
 def _check_torchrl_args(owner: str, transport: Any, options: Any, delayed_init: Any) -> None:

@@ -430,6 +430,11 @@ class RayCollector(BaseCollector):
         """The Ray actor handles, one per collector (TorchRL's name)."""
         return list(self._fleet.handles) if hasattr(self, "_fleet") else []
 
+    @property
+    def actor_nodes(self) -> list[str | None]:
+        """The Ray node id each actor runs on (a restarted actor may run elsewhere)."""
+        return list(self._fleet.nodes) if hasattr(self, "_fleet") else []
+
     def local_policy(self) -> Any:
         """The policy of this process, whose weights ``update_policy_weights_()`` publishes."""
         return self.policy
