@@ -9,7 +9,7 @@ from tdrl.train._checkpoint import (
 )
 from tdrl.train._checkpoint_verify import verify_checkpoint
 from tdrl.train._config import PRESETS, apply_overrides, load_config, load_preset
-from tdrl.train._eval import EpisodeTracker, evaluate
+from tdrl.train._eval import EpisodeTracker, evaluate, evaluate_returns
 from tdrl.train._on_policy import OnPolicyTrainer
 from tdrl.train._trainer import Trainer
 
@@ -21,6 +21,7 @@ __all__ = [
     "apply_overrides",
     "checkpoints",
     "evaluate",
+    "evaluate_returns",
     "latest_checkpoint",
     "load_checkpoint",
     "load_config",
