@@ -8,6 +8,7 @@ imports Ray: importing it without Ray raises an ``ImportError`` naming the extra
 
 from tdrl.distributed._buffer import RayReplayBuffer
 from tdrl.distributed._collector import RayCollector
+from tdrl.distributed._connect import connect_ray
 from tdrl.distributed._options import RayOptions
 
-__all__ = ["RayCollector", "RayOptions", "RayReplayBuffer"]
+__all__ = ["RayCollector", "RayOptions", "RayReplayBuffer", "connect_ray"]

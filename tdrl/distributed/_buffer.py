@@ -63,6 +63,8 @@ class RayReplayBuffer:
     Examples:
         >>> from tensordict import TensorDict
         >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+        >>> from tdrl.distributed import connect_ray
+        >>> _ = connect_ray()  # a local Ray; connect_ray("auto") joins a running cluster
         >>> rb = RayReplayBuffer(
         ...     replay_buffer_cls=TensorDictReplayBuffer, storage=LazyTensorStorage(100), batch_size=4
         ... )

@@ -112,6 +112,8 @@ class RayCollector(BaseCollector):
 
     Examples:
         >>> from tdrl.testing import CountingEnv
+        >>> from tdrl.distributed import connect_ray
+        >>> _ = connect_ray()  # a local Ray; connect_ray("auto") joins a running cluster
         >>> with RayCollector(
         ...     CountingEnv, num_collectors=2, frames_per_batch=4, total_frames=8, sync=True
         ... ) as collector:

@@ -98,16 +98,19 @@ def connect(owner: str, ray_init_config: Mapping[str, Any] | None) -> bool:
     """Connects this process to Ray; returns whether this call started (or joined) it.
 
     Ray already initialised in this process is used as it is. Otherwise ``ray.init`` runs with
-    ``ray_init_config`` (Ray then starts a local instance unless the config, or Ray's own
-    ``RAY_ADDRESS``, names a cluster).
+    ``ray_init_config``, with Ray's rules: it joins the cluster the config or ``RAY_ADDRESS``
+    names, else a cluster started with ``ray start`` on this machine, else it starts a local
+    instance (:func:`connect_ray` always starts a new one).
 
     Raises:
         ValueError: ``ray_init_config`` is given while Ray is already initialised (it could not
             be honoured).
 
     Examples:
-        >>> connect("example", None) in (True, False)
-        True
+        >>> from tdrl.distributed import connect_ray
+        >>> _ = connect_ray()
+        >>> connect("example", None)  # initialised already: used as it is
+        False
     """
     if ray.is_initialized():
         if ray_init_config:

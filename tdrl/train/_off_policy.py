@@ -6,7 +6,6 @@ from typing import Any
 
 import torch
 
-from tdrl.collectors import Collector
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import HardUpdate, SoftUpdate
 from tdrl.train._off_policy_agents import make_agent
@@ -90,11 +89,8 @@ class OffPolicyTrainer(Trainer):
         cc = self.config["collector"]
         fpb = int(cc["frames_per_batch"])
         start = int(cc.get("init_random_frames", 0))
-        collector = Collector(
-            self.env,
-            self.agent.collect_policy,
-            frames_per_batch=fpb,
-            init_random_frames=max(start - self.frames, 0),
+        collector = self._collector(
+            self.agent.collect_policy, fpb, init_random_frames=max(start - self.frames, 0)
         )
         ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
         try:

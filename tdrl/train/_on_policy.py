@@ -7,7 +7,6 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.collectors import Collector
 from tdrl.objectives import A2CLoss, ClipPPOLoss, PolicyGradientLoss
 from tdrl.train._builders import make_actor_critic
 from tdrl.train._trainer import Trainer
@@ -87,7 +86,7 @@ class OnPolicyTrainer(Trainer):
 
     def _train(self) -> None:
         fpb = int(self.config["collector"]["frames_per_batch"])
-        collector = Collector(self.env, self.policy, frames_per_batch=fpb)
+        collector = self._collector(self.policy, fpb)
         try:
             while not self.done:
                 self._anneal()

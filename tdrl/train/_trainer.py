@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tdrl.collectors import Collector
 from tdrl.envs import EnvBase
 from tdrl.train._builders import make_env
 from tdrl.train._checkpoint import load_latest, report_to_stderr, save_checkpoint
@@ -39,6 +40,7 @@ class Trainer:
         quiet: no progress bar.
         tensorboard: also log to TensorBoard.
         resume: continue from the newest complete checkpoint of ``out_dir``.
+        ray: collect with Ray actors (a ``RaySettings``; ``tdrl train --ray``).
     """
 
     def __init__(
@@ -49,8 +51,10 @@ class Trainer:
         quiet: bool = False,
         tensorboard: bool = False,
         resume: bool = False,
+        ray: Any = None,
     ) -> None:
         self.config = config
+        self.ray = ray
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.quiet = quiet
@@ -71,8 +75,11 @@ class Trainer:
         self.modules: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.buffer: Any = None
+        num_envs = int(config["num_envs"])
+        if ray is not None:  # the env of one collector actor: the policy is built for it
+            num_envs = ray.envs_per_collector(num_envs)
         self.env: EnvBase = make_env(
-            config["env"], int(config["num_envs"]), seed=seed, device=config.get("device", "cpu")
+            config["env"], num_envs, seed=seed, device=config.get("device", "cpu")
         )
         eval_cfg = config.get("eval", {})
         self.eval_env = make_env(
@@ -91,6 +98,26 @@ class Trainer:
 
     def _train(self) -> None:
         raise NotImplementedError
+
+    def _collector(self, policy: Any, frames_per_batch: int, init_random_frames: int = 0) -> Any:
+        """A :class:`Collector` on ``self.env``, or Ray actors with ``ray`` (both give
+        ``rollout()`` and ``shutdown()``)."""
+        if self.ray is None:
+            return Collector(
+                self.env,
+                policy,
+                frames_per_batch=frames_per_batch,
+                init_random_frames=init_random_frames,
+            )
+        from tdrl.train._ray_collect import ray_rollouts
+
+        return ray_rollouts(
+            self.ray,
+            self.config,
+            policy,
+            frames_per_batch=frames_per_batch,
+            init_random_frames=init_random_frames,
+        )
 
     # ------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:

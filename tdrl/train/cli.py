@@ -66,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", help="device for envs and networks (default: cpu)")
     train.add_argument("--quiet", action="store_true", help="no progress bar (for logs)")
     train.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    train.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="collect with Ray actors: start a local Ray, or join the cluster at ADDRESS "
+        "(e.g. auto or 10.0.0.1:6379); needs `pip install tdrl[ray]`",
+    )
+    train.add_argument(
+        "--num-collectors", type=int, help="Ray collector actors (with --ray; default: 2)"
+    )
     ev = sub.add_parser(
         "eval",
         help="evaluate a trained run",
@@ -124,11 +135,31 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
     return OffPolicyTrainer(config, out_dir, **kwargs)
 
 
+def _ray_settings(args: argparse.Namespace) -> Any:
+    """``--ray [ADDRESS] --num-collectors N`` (None without ``--ray``)."""
+    if args.ray is None:
+        if args.num_collectors is not None:
+            raise ValueError(
+                f"tdrl train: --num-collectors needs --ray (got --num-collectors "
+                f"{args.num_collectors} alone). Add --ray to collect with Ray actors."
+            )
+        return None
+    from tdrl.train._ray_collect import RaySettings
+
+    n = 2 if args.num_collectors is None else args.num_collectors
+    return RaySettings(args.ray or None, n)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     config = _train_config(args)
     out = args.resume or args.out or f"runs/{config['algorithm']}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = make_trainer(
-        config, out, quiet=args.quiet, tensorboard=args.tensorboard, resume=bool(args.resume)
+        config,
+        out,
+        quiet=args.quiet,
+        tensorboard=args.tensorboard,
+        resume=bool(args.resume),
+        ray=_ray_settings(args),
     )
     summary = trainer.run()
     print(f"run directory: {out}")
