@@ -68,12 +68,19 @@ class RunLogger:
         self._last_frames = start_frames
 
     def log(self, row: dict[str, Any]) -> None:
-        """Appends a row (missing columns are left empty) and updates the progress bar."""
+        """Appends a row (missing columns are left empty) and updates the progress bar.
+
+        A key first seen after the header was written (a loss that starts after the warm-up
+        frames, a group's first finished episode) becomes a new column: the file is rewritten
+        with the wider header, earlier rows empty in it.
+        """
         if self._columns is None:
             extra = sorted(k for k in row if k not in _COLUMNS)
             self._columns = _COLUMNS + extra
             with self.path.open("w", newline="") as f:
                 csv.writer(f).writerow(self._columns)
+        elif any(k not in self._columns for k in row):
+            self._widen([k for k in row if k not in self._columns])
         with self.path.open("a", newline="") as f:
             csv.DictWriter(f, self._columns, extrasaction="ignore", restval="").writerow(
                 {k: _fmt(v) for k, v in row.items()}
@@ -90,6 +97,13 @@ class RunLogger:
         elif self._rows % self.print_every == 0:
             print(" ".join(f"{k}={v}" for k, v in _postfix(row).items()), flush=True)
         self._last_frames = frames
+
+    def _widen(self, new: list[str]) -> None:
+        """Rewrites metrics.csv atomically with ``new`` columns added (sorted, after the rest)."""
+        assert self._columns is not None
+        rows = read_metrics(self.path)
+        self._columns = self._columns + sorted(new)
+        _write_rows(self.path, self._columns, rows)
 
     def close(self) -> None:
         """Closes the progress bar and TensorBoard writer."""
@@ -145,16 +159,40 @@ def truncate_metrics(path: str | Path, max_frames: int) -> None:
         return
     columns = list(rows[0].keys())
     kept = [r for r in rows if int(float(r["frames"] or 0)) <= max_frames]
+    _write_rows(path, columns, kept)
+
+
+def _write_rows(path: Path, columns: list[str], rows: list[dict[str, str]]) -> None:
+    """Writes a CSV file atomically (a temporary sibling, then a rename)."""
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, columns)
+        writer = csv.DictWriter(f, columns, restval="")
         writer.writeheader()
-        writer.writerows(kept)
+        writer.writerows(rows)
     tmp.replace(path)
+
+
+def _series(rows: list[dict[str, str]], column: str) -> list[tuple[float, float]]:
+    return [(float(r["frames"]), float(r[column])) for r in rows if r.get(column)]
+
+
+def _curves(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
+    """``(label prefix, train column, eval column)`` per curve: one per group when the run has
+    per-group columns (``train_return/<group>``, ``eval_return/<group>``), else the run's."""
+    columns = rows[0].keys() if rows else ()
+    groups = sorted(
+        {c.split("/", 1)[1] for c in columns if c.startswith(("train_return/", "eval_return/"))}
+    )
+    if not groups:
+        return [("", "train_return", "eval_return")]
+    return [(f"{g}: ", f"train_return/{g}", f"eval_return/{g}") for g in groups]
 
 
 def plot_learning_curve(run_dir: str | Path, window: int = 10) -> Path | None:
     """Writes ``learning_curve.png``: training return (and its rolling mean) and eval return.
+
+    A multi-agent run (per-group columns ``train_return/<group>`` and ``eval_return/<group>``)
+    gets one set of curves per group, in one colour each.
 
     Returns the path, or None when matplotlib is missing or there is nothing to plot.
     """
@@ -167,22 +205,12 @@ def plot_learning_curve(run_dir: str | Path, window: int = 10) -> Path | None:
     except ImportError:  # pragma: no cover - depends on the install
         return None
     rows = read_metrics(run_dir / "metrics.csv") if (run_dir / "metrics.csv").exists() else []
-    train = [(float(r["frames"]), float(r["train_return"])) for r in rows if r.get("train_return")]
-    evals = [(float(r["frames"]), float(r["eval_return"])) for r in rows if r.get("eval_return")]
-    if not train and not evals:
+    curves = [(p, _series(rows, t), _series(rows, e)) for p, t, e in _curves(rows)]
+    if not any(train or evals for _, train, evals in curves):
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
-    if train:
-        xs, ys = zip(*train)
-        ax.plot(xs, ys, alpha=0.3, label="train return")
-        roll = [
-            sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1])
-            for i in range(len(ys))
-        ]
-        ax.plot(xs, roll, label=f"train return (rolling mean {window})")
-    if evals:
-        xs, ys = zip(*evals)
-        ax.plot(xs, ys, "o-", label="eval return (deterministic)")
+    for i, (prefix, train, evals) in enumerate(curves):
+        _draw(ax, prefix, train, evals, window, f"C{i}" if prefix else None)
     ax.set_xlabel("frames")
     ax.set_ylabel("return")
     ax.grid(alpha=0.3)
@@ -192,6 +220,28 @@ def plot_learning_curve(run_dir: str | Path, window: int = 10) -> Path | None:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def _draw(
+    ax: Any,
+    prefix: str,
+    train: list[tuple[float, float]],
+    evals: list[tuple[float, float]],
+    window: int,
+    color: str | None,
+) -> None:
+    """One run's (or group's) curves: raw and rolling-mean train return, eval return."""
+    if train:
+        xs, ys = zip(*train)
+        ax.plot(xs, ys, alpha=0.3, label=f"{prefix}train return", color=color)
+        roll = [
+            sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1])
+            for i in range(len(ys))
+        ]
+        ax.plot(xs, roll, label=f"{prefix}train return (rolling mean {window})", color=color)
+    if evals:
+        xs, ys = zip(*evals)
+        ax.plot(xs, ys, "o-", label=f"{prefix}eval return (deterministic)", color=color)
 
 
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> None:
