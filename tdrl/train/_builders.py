@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -36,13 +37,33 @@ def activation_class(name: str) -> type[nn.Module]:
         ) from None
 
 
-def make_env(name: str, num_envs: int, *, seed: int, device: str = "cpu") -> EnvBase:
-    """A batched env: a built-in name (``CartPole``, ``Pendulum``) or ``gym:<id>``.
+def make_env(
+    name: str,
+    num_envs: int,
+    *,
+    seed: int,
+    device: str = "cpu",
+    options: Mapping[str, Any] | None = None,
+) -> EnvBase:
+    """A batched env: a built-in name (``CartPole``, ``Pendulum``, the multi-agent
+    ``Navigation``), ``gym:<id>``, ``vmas:<scenario>`` or ``pettingzoo:<task>``.
+
+    ``options`` (the config's ``env_options``) configure the multi-agent envs (see
+    :func:`~tdrl.train._multiagent_envs.make_multiagent_env`); the others take none.
 
     Examples:
         >>> make_env("CartPole", 4, seed=0).batch_size
         torch.Size([4])
     """
+    from tdrl.train._multiagent_envs import is_multiagent_env, make_multiagent_env
+
+    if is_multiagent_env(name):
+        return make_multiagent_env(name, num_envs, seed=seed, device=device, options=options)
+    if options:
+        raise ValueError(
+            f"make_env: the env {name!r} takes no env_options (got {dict(options)}; expected "
+            "none: they configure the multi-agent envs). Drop them."
+        )
     if name.startswith("gym:"):
         from tdrl.envs import GymEnv
 
@@ -51,8 +72,9 @@ def make_env(name: str, num_envs: int, *, seed: int, device: str = "cpu") -> Env
         env = BUILTIN_ENVS[name](batch_size=(num_envs,), device=device)
     else:
         raise ValueError(
-            f"make_env: unknown env (got {name!r}; expected one of {sorted(BUILTIN_ENVS)} or "
-            "'gym:<gymnasium id>')."
+            f"make_env: unknown env (got {name!r}; expected one of "
+            f"{sorted(BUILTIN_ENVS)} + ['Navigation'], 'gym:<gymnasium id>', "
+            "'vmas:<scenario>' or 'pettingzoo:<task>')."
         )
     env.set_seed(seed)
     return env
