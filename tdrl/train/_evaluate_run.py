@@ -23,7 +23,6 @@ def evaluate_run(
         CheckpointError: the config is malformed, or no checkpoint verifies.
     """
     from tdrl.train._builders import make_env
-    from tdrl.train._eval import evaluate
     from tdrl.train.cli import make_trainer
 
     run_dir = Path(run_dir)
@@ -46,6 +45,12 @@ def evaluate_run(
     with tempfile.TemporaryDirectory() as scratch:
         trainer = make_trainer(config, scratch, quiet=True)
         load_latest(run_dir, where="tdrl eval", report=report_to_stderr, modules=trainer.modules)
-        env = make_env(config["env"], episodes, seed=seed, device=config.get("device", "cpu"))
-        returns = evaluate(env, trainer.policy)
+        env = make_env(
+            config["env"],
+            episodes,
+            seed=seed,
+            device=config.get("device", "cpu"),
+            options=config.get("env_options"),
+        )
+        returns = trainer.episode_returns(env)
     return sum(returns) / len(returns), returns

@@ -78,15 +78,17 @@ class Trainer:
         num_envs = int(config["num_envs"])
         if ray is not None:  # the env of one collector actor: the policy is built for it
             num_envs = ray.envs_per_collector(num_envs)
+        device, options = config.get("device", "cpu"), config.get("env_options")
         self.env: EnvBase = make_env(
-            config["env"], num_envs, seed=seed, device=config.get("device", "cpu")
+            config["env"], num_envs, seed=seed, device=device, options=options
         )
         eval_cfg = config.get("eval", {})
         self.eval_env = make_env(
             config["env"],
             int(eval_cfg.get("episodes", 10)),
             seed=seed + 10_000,
-            device=config.get("device", "cpu"),
+            device=device,
+            options=options,
         )
         self.tracker = EpisodeTracker(self.env.reward_keys[0], self.env.done_groups[0].done)
         self._recent: list[float] = []
@@ -167,15 +169,21 @@ class Trainer:
         """Whether training should stop (budget reached or target return hit)."""
         return self.frames >= int(self.config["frames"]) or self.solved_at is not None
 
+    def episode_returns(self, env: EnvBase) -> list[float]:
+        """The deterministic policy's return of one episode per member of ``env`` (the
+        evaluation of training and of ``tdrl eval``)."""
+        max_steps = int(self.config.get("eval", {}).get("max_steps", 10_000))
+        return evaluate(env, self.policy, max_steps=max_steps)
+
     def _evaluate(self) -> float:
-        eval_cfg = self.config.get("eval", {})
-        returns = evaluate(
-            self.eval_env, self.policy, max_steps=int(eval_cfg.get("max_steps", 10_000))
-        )
+        return self._record_eval(self.episode_returns(self.eval_env))
+
+    def _record_eval(self, returns: list[float]) -> float:
+        """Records an evaluation (last, best, solved); returns its mean."""
         self.last_eval = _mean(returns)
         assert self.last_eval is not None
         self.best_eval = max(self.best_eval, self.last_eval)
-        target = float(eval_cfg.get("target_return", 0) or 0)
+        target = float(self.config.get("eval", {}).get("target_return", 0) or 0)
         if target and self.last_eval >= target and self.solved_at is None:
             self.solved_at = self.frames
         return self.last_eval
@@ -184,9 +192,7 @@ class Trainer:
         """Bookkeeping after one collected batch and its updates: metrics, eval, checkpoints."""
         self.frames += frames
         self.iteration += 1
-        finished = self.tracker.update(batch) if batch is not None else []
-        self._recent.extend(finished)
-        self._recent = self._recent[-100:]
+        returns = self._train_columns(batch) if batch is not None else {}
         elapsed = now() - self._t0
         row: dict[str, Any] = {
             "iteration": self.iteration,
@@ -194,11 +200,10 @@ class Trainer:
             "time": round(elapsed, 3),
             "fps": self.frames / max(elapsed, 1e-9),
             **losses,
+            **returns,
         }
-        if finished:
-            row["train_return"] = _mean(self._recent[-20:])
         if self._next_eval and self.frames >= self._next_eval:
-            row["eval_return"] = self._evaluate()
+            row.update(self._eval_columns())
             while self._next_eval <= self.frames:
                 self._next_eval += int(self.config["eval"]["every_frames"])
         self.logger.log(row)
@@ -208,6 +213,20 @@ class Trainer:
             plot_learning_curve(self.out_dir)
             while self._next_ckpt <= self.frames:
                 self._next_ckpt += int(self.config["logging"]["checkpoint_every_frames"])
+
+    def _train_columns(self, batch: Any) -> dict[str, float]:
+        """The training-return columns of a batch's row (none while no episode finished)."""
+        finished = self.tracker.update(batch)
+        self._recent.extend(finished)
+        self._recent = self._recent[-100:]
+        if not finished:
+            return {}
+        last = self._recent[-20:]
+        return {"train_return": sum(last) / len(last)}
+
+    def _eval_columns(self) -> dict[str, float]:
+        """The evaluation columns of a row (one evaluation)."""
+        return {"eval_return": self._evaluate()}
 
     # ------------------------------------------------------------------ checkpoints
     def _counters(self) -> dict[str, Any]:
