@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 from mpe2 import simple_adversary_v3, simple_spread_v3
-from pettingzoo.classic import rps_v2, tictactoe_v3
+
+with warnings.catch_warnings():  # pettingzoo>=1.27 deprecates importing env modules
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from pettingzoo.classic import rps_v2, tictactoe_v3
 
 from tdrl.envs import MarlGroupMapType, SerialEnv, check_env_specs
 from tdrl.envs.libs import PettingZooEnv, PettingZooWrapper

@@ -30,6 +30,7 @@ class Leaving(ParallelEnv):
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
         self.mask_in = mask_in
+        self.render_mode = None
         self.t = 0
 
     def observation_space(self, agent):
