@@ -166,6 +166,11 @@ def test_reset_of_an_agent_still_in_the_episode_is_refused():
         kept["runner", "observation", "observation"], td["runner", "observation", "observation"]
     )
     assert env.step(_act(kept))["next", "runner", "reward"].item() == 3
+    ended = PettingZooWrapper(Leaving(), use_mask=True)  # done_on_any: walker_0 ends it
+    td = ended.step_mdp(ended.step(_act(ended.reset())))
+    td["walker", "_reset"] = torch.tensor([[True], [False]])
+    with pytest.raises(ValueError, match="the episode is over"):
+        ended.reset(td)
 
 
 def test_agents_that_leave_in_an_aec_env():

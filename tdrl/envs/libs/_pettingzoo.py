@@ -243,11 +243,12 @@ class PettingZooWrapper(EnvBase):
         last = self._last
         live = [g.agents[i] for g, i in asked if not bool(last.get((g.name, "done"))[i].any())]  # type: ignore[union-attr]
         if live or self._over:
+            state = f"{live} are still in the episode" if live else "the episode is over"
             raise ValueError(
                 f"{type(self).__name__}.reset: a PettingZoo env cannot reset single agents (got "
-                f"_reset true for agents {[g.agents[i] for g, i in asked]}, of which "
-                f"{live} are still in the episode; expected only agents that have left, while "
-                "the episode goes on). Set the root '_reset' to reset the whole env."
+                f"_reset true for agents {[g.agents[i] for g, i in asked]} and {state}; expected "
+                "only agents that have left, while the episode goes on). Set the root '_reset' "
+                "to reset the whole env."
             )
         return False
 
