@@ -121,3 +121,38 @@ def test_arguments_are_positional_in_torchrl_order():
     assert set(out.keys()) == {"obs", "reward", "action"}
     out = step_mdp(td, None, True, True, False, True, "reward", "done", "hidden")
     assert set(out.keys()) == {"obs", "done", "action"}
+
+
+class _Slow(TensorDict):
+    """Declined by the fast merge (not a plain TensorDict): the general code runs."""
+
+
+OPTIONS = [
+    {},
+    {"keep_other": False},
+    {"exclude_done": True},
+    {"exclude_action": False},
+    {"exclude_reward": False, "keep_other": False, "exclude_action": False},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_fast_merge_equals_the_general_path(batch, options):
+    env = NestedCountingEnv(batch_size=batch)
+    td = env.rand_step()
+    td.set("hidden", torch.ones(*batch, 4))  # root-only entries, flat and nested
+    td.set(("nested_1", "memory"), torch.ones(*batch, 3, 2))
+    td.set(("policy", "logits"), torch.ones(*batch, 2))
+    td.set(("next", "extra", "x"), torch.ones(*batch, 1))  # a next-only node
+    plan = StepMDP(
+        reward_keys=env.reward_keys,
+        done_keys=env.done_keys,
+        action_keys=env.action_keys,
+        **options,
+    )
+    fast = plan(td)
+    slow = plan(_Slow(td.to_dict(), batch_size=td.batch_size))
+    assert set(fast.keys(True, True)) == set(slow.keys(True, True))
+    for key in slow.keys(True, True):
+        assert fast.get(key) is slow.get(key), key  # same tensors, shared with the input

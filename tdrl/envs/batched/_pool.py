@@ -67,6 +67,13 @@ class _Waiter:
             for fd in self._fds:
                 self._poll.register(fd, mask)
 
+    def forget(self, fd: int) -> None:
+        """Stops watching ``fd`` (a process sentinel that stays readable once it fired)."""
+        if fd in self._fds:
+            self._fds.remove(fd)
+            if self._poll is not None:
+                self._poll.unregister(fd)
+
     def wait(self, timeout_s: float) -> list[int]:
         if self._poll is not None:
             ms = max(0, math.ceil(timeout_s * 1000))
@@ -240,6 +247,7 @@ class WorkerPool:
         slots = {self._conns[w].fileno(): k for k, w in enumerate(workers)}
         results: list[Any] = [None] * len(slots)
         errors: list[tuple[int, RemoteError]] = []
+        answered: set[int] = set()  # a worker that answered and then exited is not a death
         deadline = time.monotonic() + timeout
         assert self._waiter is not None
         while slots:
@@ -248,7 +256,7 @@ class WorkerPool:
                 if time.monotonic() >= deadline:
                     self._timed_out([workers[k] for k in slots.values()], cmd, timeout)
                 continue
-            dead = []
+            dead: list[tuple[int, int]] = []
             for fd in ready:
                 k = slots.pop(fd, None)
                 if k is not None:
@@ -257,13 +265,17 @@ class WorkerPool:
                         ok, value = decode_reply(self._conns[w].recv_bytes())
                     except (EOFError, OSError):
                         self._died(w, cmd)
+                    answered.add(w)
                     if ok:
                         results[k] = value
                     else:
                         errors.append((w, value))
                 elif fd in self._sentinel_worker:
-                    dead.append(self._sentinel_worker[fd])
-            for w in dead:
+                    dead.append((fd, self._sentinel_worker[fd]))
+            for fd, w in dead:
+                if w in answered:  # e.g. a worker that reported a start-up error and exited:
+                    self._waiter.forget(fd)  # its answer stands (a later command finds it gone)
+                    continue
                 if self._conns[w].fileno() not in slots or not self._conns[w].poll(0):
                     self._died(w, cmd)
         if errors:

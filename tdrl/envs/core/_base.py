@@ -6,9 +6,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core._checks import EnvChecks
+from tdrl.envs.core._fast import all_true, lookup, set_next, truthy, update_flat
+from tdrl.envs.core._keys import key_tuple
 from tdrl.envs.core._reset import ResetPlan
 from tdrl.envs.core._rollout import (
     action_policy,
@@ -135,8 +137,16 @@ class EnvBase(SpecOwner, EnvChecks):
             (k, self.full_action_spec[k].shape, self.full_action_spec[k].dtype)
             for k in self.action_keys
         ]
+        self._action_paths = [(key_tuple(k), s, d) for k, s, d in self._action_checks]
         self._done_fill = [
             (g.done, g.terminated, g.truncated, done[g.done]) for g in self.done_groups
+        ]
+        self._done_leaf_paths = [key_tuple(g.done) for g in self.done_groups]
+        self._done_paths = [
+            key_tuple(k)
+            for g in self.done_groups
+            for k in (g.done, g.terminated, g.truncated)
+            if k is not None
         ]
 
     # ------------------------------------------------------------------ public API
@@ -223,8 +233,7 @@ class EnvBase(SpecOwner, EnvChecks):
                 out = self._carry_inputs(tensordict, out)
             self._check_done_after_reset(out, None)
             return out
-        base = tensordict.exclude("next")  # type: ignore[union-attr]
-        ResetPlan.strip(base, self.done_groups)
+        base = self._reset_plan.base(tensordict)  # type: ignore[arg-type]
         merged = self._merge_reset(base, out, masks)
         self._check_done_after_reset(merged, masks)
         return merged
@@ -239,6 +248,8 @@ class EnvBase(SpecOwner, EnvChecks):
         (see ``ResetPlan.merge``). An env whose ``_reset`` already returns the merged full-batch
         data (``TransformedEnv``) overrides it to only add ``new`` to ``old``.
         """
+        if all_true(masks):  # e.g. a single env that is done: the reset output wins everywhere
+            return update_flat(old, new)
         return self._reset_plan.merge(old, new, masks)
 
     def _carry_inputs(self, tensordict: TensorDictBase, out: TensorDictBase) -> TensorDictBase:
@@ -270,7 +281,8 @@ class EnvBase(SpecOwner, EnvChecks):
             tensor([1.])
         """
         self._check_actions(tensordict)
-        preset = tensordict.get("next", None)
+        plain = type(tensordict) is TensorDict
+        preset = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
         nxt = self._step(tensordict)
         self._fill_done(nxt)
         if self.run_type_checks:
@@ -280,7 +292,7 @@ class EnvBase(SpecOwner, EnvChecks):
             for key in preset.keys(True, True):
                 if nxt.get(key, None) is None:
                     nxt.set(key, preset.get(key))
-        tensordict.set("next", nxt)
+        set_next(tensordict, nxt, plain)
         return tensordict
 
     def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -297,7 +309,15 @@ class EnvBase(SpecOwner, EnvChecks):
 
     def any_done(self, tensordict: TensorDictBase) -> bool:
         """Whether any done leaf of ``tensordict`` is true (reads the root, not ``"next"``)."""
-        return any(bool(tensordict.get(g.done).any()) for g in self.done_groups)
+        for g, path in zip(self.done_groups, self._done_leaf_paths):
+            if truthy(self._read_done(tensordict, g, path)):
+                return True
+        return False
+
+    @staticmethod
+    def _read_done(tensordict: TensorDictBase, group: Any, path: tuple[str, ...]) -> Any:
+        done = lookup(tensordict, path)
+        return tensordict.get(group.done) if done is None else done  # get raises the KeyError
 
     def step_and_maybe_reset(
         self, tensordict: TensorDictBase
@@ -323,9 +343,9 @@ class EnvBase(SpecOwner, EnvChecks):
         """Partially resets the groups of ``tensordict`` whose ``done`` is true (no-op if none
         is)."""
         any_done = False
-        for g in self.done_groups:
-            done = tensordict.get(g.done)
-            if done.any():
+        for g, path in zip(self.done_groups, self._done_leaf_paths):
+            done = self._read_done(tensordict, g, path)
+            if truthy(done):
                 any_done = True
                 tensordict.set(g.reset, done)
         if not any_done:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
+from tdrl.envs.core._fast import lookup, truthy
 from tdrl.errors import SpecError
 
 __all__ = ["EnvChecks"]
@@ -27,7 +28,10 @@ class EnvChecks:
     allow_done_after_reset: bool
     _specs: Any
     _action_checks: list[Any]
+    _action_paths: list[Any]
     _done_fill: list[Any]
+    _done_paths: list[tuple[str, ...]]
+    _done_leaf_paths: list[tuple[str, ...]]
     done_groups: list[Any]
     action_keys: list[Any]
     full_action_spec: Any
@@ -63,8 +67,10 @@ class EnvChecks:
         if self.allow_done_after_reset:
             return
         for i, g in enumerate(self.done_groups):
-            done = td.get(g.done)
-            if not done.any():
+            done = lookup(td, self._done_leaf_paths[i])
+            if done is None:
+                done = td.get(g.done)  # raises the KeyError naming the key
+            if not truthy(done):
                 continue
             if masks is not None:
                 m = masks[i]
@@ -80,6 +86,8 @@ class EnvChecks:
                 )
 
     def _fill_done(self, td: TensorDictBase) -> None:
+        if type(td) is TensorDict and _has_all(td, self._done_paths):
+            return  # the usual case: the env returned every done leaf
         for done_k, term_k, trunc_k, spec in self._done_fill:
             done = td.get(done_k, None)
             term = td.get(term_k, None)
@@ -97,6 +105,16 @@ class EnvChecks:
                 td.set(trunc_k, torch.zeros_like(td.get(done_k)))
 
     def _check_actions(self, tensordict: TensorDictBase) -> None:
+        if type(tensordict) is TensorDict:
+            # Fast pass over the plain data; any doubt goes to the full check below.
+            for path, shape, dtype in self._action_paths:
+                value = lookup(tensordict, path)
+                if value is None or value.dtype != dtype or value.shape != shape:
+                    break
+            else:
+                if self.validate:
+                    self._validate_actions(tensordict)
+                return
         for key, shape, dtype in self._action_checks:
             value = tensordict.get(key, None)
             if value is None:
@@ -114,5 +132,16 @@ class EnvChecks:
                     f"{tuple(shape)} and dtype {dtype}). Produce actions from env.action_spec."
                 )
         if self.validate:
-            for key in self.action_keys:
-                self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
+            self._validate_actions(tensordict)
+
+    def _validate_actions(self, tensordict: TensorDictBase) -> None:
+        for key in self.action_keys:
+            self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
+
+
+def _has_all(td: TensorDict, paths: list[tuple[str, ...]]) -> bool:
+    store = td._tensordict
+    for path in paths:
+        if (path[0] not in store) if len(path) == 1 else (lookup(td, path) is None):
+            return False
+    return True

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import TensorDictBase
 
+from tdrl.envs.core._fast import stack_plain
+
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
 
@@ -101,4 +103,8 @@ def set_truncated_last(env: EnvBase, data: TensorDictBase) -> None:
 
 def stack(steps: list[TensorDictBase]) -> TensorDictBase:
     """Stacks the steps with time as the last batch dim."""
-    return torch.stack(steps, dim=steps[0].batch_dims)  # type: ignore[arg-type,return-value]
+    dim = steps[0].batch_dims
+    out = stack_plain(steps, dim)
+    if out is not None:
+        return out
+    return torch.stack(steps, dim=dim)  # type: ignore[arg-type,return-value]

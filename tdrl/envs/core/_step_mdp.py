@@ -55,7 +55,7 @@ def _copy_excluding(src: TensorDictBase, tree: _ExclTree) -> TensorDictBase:
         elif isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
             value = _copy_excluding(value, sub or {})
         out[key] = value
-    return TensorDict._new_unsafe(out, batch_size=src.batch_size, device=src.device)
+    return TensorDict._new_unsafe(out, batch_size=src.batch_size, device=src.device, nested=False)
 
 
 def _is_leaf_collection(value: TensorDictBase) -> bool:
@@ -126,6 +126,7 @@ class StepMDP:
         self._carried_actions = [] if keep_other or exclude_action else list(action_keys)
         self._next_tree = _build_tree(next_drop)
         self._root_tree = _build_tree(root_drop)
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
 
     def __call__(
         self, tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None
@@ -144,9 +145,13 @@ class StepMDP:
             )
         if not isinstance(nxt, TensorDictBase):
             raise TypeError(f"step_mdp: 'next' must be a TensorDict (got {type(nxt).__name__}).")
-        out = _copy_excluding(nxt, self._next_tree)
-        if self.keep_other:
-            _fill_missing(out, tensordict, self._root_tree)
+        if _same_layout(tensordict, nxt):
+            root = tensordict if self.keep_other else None
+            out = self._merge(nxt, root, self._next_tree, self._root_tree)
+        else:
+            out = _copy_excluding(nxt, self._next_tree)
+            if self.keep_other:
+                _fill_missing(out, tensordict, self._root_tree)
         for key in self._carried_actions:
             action = tensordict.get(key, None)
             if action is not None:
@@ -155,6 +160,88 @@ class StepMDP:
             next_tensordict.update(out)
             return next_tensordict
         return out
+
+    def _merge(
+        self, nxt: TensorDict, root: TensorDict | None, next_tree: _ExclTree, root_tree: _ExclTree
+    ) -> TensorDict:
+        """The fast path of ``_copy_excluding`` + ``_fill_missing`` for two plain nodes of the
+        same batch size and device: the kept keys of each layout are worked out once (a plan
+        per pair of key sets), then the output dict is filled and wrapped once."""
+        nstore = nxt._tensordict
+        rstore = None if root is None else root._tensordict
+        layout = (
+            id(next_tree),
+            id(root_tree),
+            tuple(nstore),
+            None if rstore is None else tuple(rstore),
+        )
+        plan = self._plans.get(layout)
+        if plan is None:
+            plan = _Plan(nstore, rstore, next_tree, root_tree)
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[layout] = plan
+        out: dict[str, Any] = {}
+        for key, nsub, rsub in plan.from_next:
+            value = nstore[key]
+            if type(value) is TensorDict:
+                other = rstore.get(key) if rsub is not None else None  # type: ignore[union-attr]
+                if rsub is not None and _same_layout(other, value):
+                    value = self._merge(value, other, nsub, rsub)
+                else:
+                    value = _copy_excluding(value, nsub)
+                    if rsub is not None and isinstance(other, TensorDictBase):
+                        if not _is_leaf_collection(other):
+                            _fill_missing(value, other, rsub)
+            elif isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
+                value = _copy_excluding(value, nsub)
+            out[key] = value
+        for key, rsub in plan.from_root:
+            value = rstore[key]  # type: ignore[index]
+            if isinstance(value, TensorDictBase) and not _is_leaf_collection(value):
+                value = _copy_excluding(value, rsub)
+            out[key] = value
+        return TensorDict._new_unsafe(
+            out, batch_size=nxt._batch_size, device=nxt._device, nested=False
+        )
+
+
+_MAX_PLANS = 64
+
+
+class _Plan:
+    """Which keys of a next node (with their exclusion subtrees) and of the root node go to the
+    output, for one pair of key layouts (what ``_copy_excluding`` and ``_fill_missing`` keep)."""
+
+    __slots__ = ("from_next", "from_root")
+
+    def __init__(
+        self, nstore: Any, rstore: Any, next_tree: _ExclTree, root_tree: _ExclTree
+    ) -> None:
+        self.from_next: list[tuple[str, _ExclTree, _ExclTree | None]] = []
+        for key in nstore:
+            sub = next_tree.get(key)
+            if sub is True:
+                continue
+            # the root node's entries fill a next node only when the root holds that node
+            rsub = root_tree.get(key, {}) if rstore is not None and key in rstore else None
+            self.from_next.append((key, sub or {}, None if rsub is True else rsub))
+        self.from_root: list[tuple[str, _ExclTree]] = []
+        if rstore is not None:
+            for key in rstore:
+                sub = root_tree.get(key)
+                if sub is not True and key not in nstore:
+                    self.from_root.append((key, sub or {}))
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Both plain TensorDicts of one batch size and device (what the fast merge needs)."""
+    return (
+        type(a) is TensorDict
+        and type(b) is TensorDict
+        and a._batch_size == b._batch_size
+        and a._device == b._device
+    )
 
 
 def _as_key_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:

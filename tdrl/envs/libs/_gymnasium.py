@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core import EnvBase
+from tdrl.envs.core._fast import lookup, truthy
 from tdrl.envs.libs._gym_info import InfoReader
 from tdrl.envs.libs._gym_pixels import PixelReader
 from tdrl.envs.libs._gym_spaces import make_codec
@@ -187,7 +188,7 @@ class GymWrapper(EnvBase):
         return data
 
     def _finish(self, data: dict[str, Any]) -> TensorDictBase:
-        out = TensorDict._new_unsafe(data, batch_size=self.batch_size)
+        out = TensorDict._new_unsafe(data, batch_size=self.batch_size, nested=False)
         return out.to(self.device) if self._to_device else out
 
     def _flags(self, terminated: Any, truncated: Any) -> tuple[torch.Tensor, ...]:
@@ -216,16 +217,16 @@ class GymWrapper(EnvBase):
         return seed
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        mask = None if tensordict is None else tensordict.get("_reset", None)
+        mask = None if tensordict is None else lookup(tensordict, ("_reset",))
         if mask is None:
             self._cached[:] = False
             obs, info = self.env.reset(seed=self._take_seed())
             return self._finish(self._reset_output(obs, info))
-        wanted = mask.reshape(-1).cpu().numpy()
-        if not wanted.any():
+        wanted = None if not self.is_vector else mask.reshape(-1).cpu().numpy()
+        if not (truthy(mask) if wanted is None else wanted.any()):
             # Nothing to reset: the base class keeps every old value.
             return self._finish(self._reset_output_zeros())
-        if not self.is_vector:
+        if wanted is None:
             obs, info = self.env.reset(seed=self._take_seed())
             return self._finish(self._reset_output(obs, info))
         return self._finish(self._partial_vector_reset(wanted))
@@ -255,7 +256,8 @@ class GymWrapper(EnvBase):
         return data
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = self._act_codec.encode(tensordict.get("action"))
+        value = tensordict._tensordict.get("action") if type(tensordict) is TensorDict else None
+        action = self._act_codec.encode(tensordict.get("action") if value is None else value)
         obs, reward, terminated, truncated, info = self.env.step(action)
         data = self._observation(obs, info)
         if self.is_vector:
