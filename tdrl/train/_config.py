@@ -15,7 +15,9 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 __all__ = ["PRESETS", "apply_overrides", "load_config", "load_preset"]
 
-PRESETS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+PRESETS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg", "mappo", "ippo", "qmix")
+# Tables whose keys are free (options passed on to the env): overrides may add keys there.
+_OPEN_TABLES = ("env_options",)
 
 
 def load_preset(name: str) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def _parse_value(text: str) -> Any:
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Returns a copy of ``config`` with ``section.key=value`` overrides applied.
 
+    Keys of the ``env_options`` table are free: an override may add one (it goes to the env).
+
     Raises:
         KeyError: an override names a key the config does not have (typos fail loudly).
 
@@ -65,7 +69,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
                     f"apply_overrides: no config section {path!r} (available: {sorted(node)})."
                 )
             node = node[part]
-        if leaf not in node:
+        if leaf not in node and not (parents and parents[-1] in _OPEN_TABLES):
             raise KeyError(
                 f"apply_overrides: unknown config key {path!r} (available at that level: "
                 f"{sorted(node)}). Check the spelling."

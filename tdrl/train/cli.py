@@ -130,6 +130,14 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
 
     if config["algorithm"] in ("ppo", "a2c"):
         return OnPolicyTrainer(config, out_dir, **kwargs)
+    if config["algorithm"] in ("mappo", "ippo"):
+        from tdrl.train._multiagent_ppo import MultiAgentPPOTrainer
+
+        return MultiAgentPPOTrainer(config, out_dir, **kwargs)
+    if config["algorithm"] == "qmix":
+        from tdrl.train._multiagent_qmix import QMixTrainer
+
+        return QMixTrainer(config, out_dir, **kwargs)
     from tdrl.train._off_policy import OffPolicyTrainer
 
     return OffPolicyTrainer(config, out_dir, **kwargs)

@@ -1,0 +1,118 @@
+"""MAPPO and IPPO: one clipped-PPO loss per agent group on its nested keys, summed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictSequential
+from torch import nn
+
+from tdrl.train._multiagent import MultiAgentTrainer
+from tdrl.train._multiagent_models import make_ppo_loss
+
+__all__ = ["MultiAgentPPOTrainer"]
+
+
+class MultiAgentPPOTrainer(MultiAgentTrainer):
+    """Multi-agent PPO: ``mappo`` (centralised critic) or ``ippo`` (decentralised critics).
+
+    For each agent group: a policy network shared by the group's agents (a
+    ``MultiAgentMLP`` with ``share_params``) acting on each agent's own observation, and a
+    critic giving each agent a value: with ``mappo`` it reads the observations of every agent
+    of the group (``MultiAgentMLP(centralized=True)``), with ``ippo`` each agent's own. Each
+    group has a ``ClipPPOLoss`` whose keys (action, log-probability, value, advantage, reward,
+    done) are the group's nested entries; GAE runs per agent. A group without its own done
+    entries uses the root ``done``/``terminated`` (VMAS); a group with its own (PettingZoo,
+    the built-in Navigation) also ends its trajectories at a root ``done``, when the env resets
+    every agent. The losses of the groups are summed and trained by one Adam optimizer, in
+    ``loss.epochs`` epochs of minibatches of ``loss.minibatch_size`` transitions.
+
+    Examples:
+        >>> import tempfile
+        >>> from tdrl.train import load_config
+        >>> cfg = load_config("mappo", overrides=["env='Navigation'", "num_envs=4",
+        ...     "frames=256", "collector.frames_per_batch=128", "eval.every_frames=0"])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     summary = MultiAgentPPOTrainer(cfg, d, quiet=True).run()
+        >>> summary["frames"], summary["groups"]
+        (256, {'agents': 3})
+    """
+
+    def __init__(self, config: dict[str, Any], out_dir: Any, **kwargs: Any) -> None:
+        super().__init__(config, out_dir, **kwargs)
+        centralized = config["algorithm"] == "mappo"
+        self.group_losses = {
+            g.name: make_ppo_loss(g, config, centralized=centralized) for g in self.groups
+        }
+        self.losses = nn.ModuleDict(self.group_losses)
+        self.policy = TensorDictSequential(*[x.actor_network for x in self.group_losses.values()])
+        oc = config["optim"]
+        self.lr = float(oc["lr"])
+        self.optimizer = torch.optim.Adam(self.losses.parameters(), lr=self.lr, eps=1e-5)
+        self.modules = {"losses": self.losses}
+        self.optimizers = {"optim": self.optimizer}
+
+    def _advantages(self, batch: TensorDictBase) -> TensorDictBase:
+        """A shallow copy of ``batch`` with each group's advantage and value target."""
+        data = batch.copy()  # new entries go to the copy, never into the collector's memory
+        root_done = data.get(("next", "done"))
+        for g in self.groups:
+            if g.own_done:  # a root done resets every agent: their trajectories end there
+                done = data.get(("next", *g.key("done")))
+                data.set(("next", *g.key("done")), done | root_done.unsqueeze(-2))
+        with torch.no_grad():
+            for loss in self.group_losses.values():
+                loss.value_estimator(data)
+        return data
+
+    def _update(self, batch: TensorDictBase) -> dict[str, float]:
+        lc, oc = self.config["loss"], self.config["optim"]
+        flat = self._advantages(batch).reshape(-1)
+        n = flat.shape[0]
+        mb = min(int(lc.get("minibatch_size", n)), n)
+        max_norm = float(oc.get("max_grad_norm", 0) or 0)
+        sums: dict[str, float] = {}
+        count = 0
+        several = len(self.groups) > 1
+        for _ in range(int(lc.get("epochs", 1))):
+            perm = torch.randperm(n)
+            for start in range(0, n - mb + 1, mb):
+                sample = flat[perm[start : start + mb]]
+                terms: dict[str, torch.Tensor] = {}
+                for name, loss in self.group_losses.items():
+                    for k, v in loss(sample).items():
+                        if several:
+                            terms[f"{k}/{name}"] = v
+                        # loss terms add up over the groups; diagnostics are averaged
+                        v = v if k.startswith("loss_") else v / len(self.groups)
+                        terms[k] = terms[k] + v if k in terms else v
+                total = sum(v for k, v in terms.items() if k.startswith("loss_") and "/" not in k)
+                self.optimizer.zero_grad(set_to_none=True)
+                total.backward()  # type: ignore[union-attr]
+                if max_norm:
+                    nn.utils.clip_grad_norm_(self.losses.parameters(), max_norm)
+                self.optimizer.step()
+                for k, v in terms.items():
+                    sums[k] = sums.get(k, 0.0) + float(v.detach())
+                count += 1
+        return {k: v / max(count, 1) for k, v in sums.items()}
+
+    def _anneal(self) -> None:
+        if self.config["optim"].get("anneal_lr"):
+            frac = max(0.0, 1.0 - self.frames / float(self.config["frames"]))
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr * max(frac, 0.05)
+
+    def _train(self) -> None:
+        fpb = int(self.config["collector"]["frames_per_batch"])
+        collector = self._collector(self.policy, fpb)
+        try:
+            while not self.done:
+                self._anneal()
+                batch = collector.rollout()
+                losses = self._update(batch)
+                self._after_iteration(batch, losses, fpb)
+        finally:
+            collector.shutdown()
