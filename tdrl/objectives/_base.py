@@ -14,7 +14,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
-from tdrl.modules import set_recurrent_mode
+from tdrl.modules import RecurrentModuleBase, set_recurrent_mode
 from tdrl.objectives.value import (
     GAE,
     TD0Estimator,
@@ -228,9 +228,14 @@ class LossModule(nn.Module):
     def value_estimator(self) -> nn.Module:
         """The value estimator (the default one is built on first use)."""
         if self._value_estimator is None:
-            self.make_value_estimator()
+            self._make_default_estimator()
         assert self._value_estimator is not None
         return self._value_estimator
+
+    @torch.compiler.disable
+    def _make_default_estimator(self) -> None:
+        # Building modules cannot be traced: under torch.compile this runs eagerly, once.
+        self.make_value_estimator()
 
     # ---------------------------------------------------------------- targets
     def _make_target(self, name: str) -> TensorDictParams:
@@ -251,6 +256,7 @@ class LossModule(nn.Module):
         setattr(self, f"{name}_target_params", target)
         return target
 
+    @torch.compiler.disable
     def _materialize_targets(self, tensordict: TensorDictBase) -> None:
         """Builds the targets of lazy networks (runs them once on ``tensordict`` if needed)."""
         for name in list(self._pending_targets):
@@ -303,6 +309,64 @@ class LossModule(nn.Module):
         for live, target in self.target_pairs():
             target.data.update_(live.data)
 
+    # ---------------------------------------------------------------- torch.compile
+    def compile(  # type: ignore[override]
+        self,
+        *,
+        backend: str | Callable[..., Any] = "inductor",
+        mode: str | None = None,
+        options: dict[str, Any] | None = None,
+        fullgraph: bool = False,
+        dynamic: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Compiles this loss's calls with ``torch.compile``, in place (``nn.Module.compile``).
+
+        ``loss(batch)`` then runs the compiled forward; the loss keeps its contract (the same
+        ``loss_*`` terms and diagnostics, the ``"td_error"`` write into the batch, targets,
+        value estimator, ``state_dict`` keys). tdrl's losses trace without graph breaks
+        (``fullgraph=True`` works; a recurrent network breaks the graph at the recurrent
+        mode). With inductor, random draws use the eager generator (see ``options``):
+        compiled and eager losses draw the same numbers.
+
+        The whole update step (loss, backward, optimiser step, target update) can also be
+        compiled with ``torch.compile(update)``, as TorchRL's scripts do: tdrl's losses,
+        value estimators and target updaters trace inside it (``tdrl train --compile`` does
+        this). Whether it pays depends on the networks: README's "torch.compile" has figures.
+
+        Args:
+            backend: ``"inductor"`` (generated code), ``"aot_eager"``/``"eager"`` (tracing
+                only, to check a loss compiles) or a backend callable.
+            mode: an inductor mode (``"max-autotune-no-cudagraphs"``, ...).
+            options: inductor options; ``fallback_random`` is True unless given.
+            fullgraph: fail on a graph break instead of running that part eagerly.
+            dynamic: torch.compile's dynamic-shape setting (batch sizes that change).
+            **kwargs: other ``torch.compile`` arguments of this torch (e.g. ``disable``).
+
+        Raises:
+            TypeError: an argument ``torch.compile`` does not have.
+            ValueError: an unknown backend, mode or inductor option.
+
+        Examples:
+            >>> from tdrl.objectives import DQNLoss
+            >>> from tdrl.testing import make_action_value_net, make_transition_batch
+            >>> loss = DQNLoss(make_action_value_net(), action_space="one_hot")
+            >>> batch = make_transition_batch(action="one_hot")
+            >>> expected = loss(batch.clone())["loss"]
+            >>> loss.compile(backend="eager", fullgraph=True)
+            >>> bool(torch.allclose(loss(batch)["loss"], expected)), "td_error" in batch
+            (True, True)
+        """
+        from tdrl.objectives._compile import compile_kwargs
+
+        given = dict(backend=backend, mode=mode, options=options, fullgraph=fullgraph)
+        checked = compile_kwargs(
+            f"{type(self).__name__}.compile", {**given, "dynamic": dynamic, **kwargs}
+        )
+        if self._value_estimator is None and self.default_value_estimator is not None:
+            self.make_value_estimator()  # built now: fullgraph=True needs no eager call first
+        super().compile(**checked)
+
 
 def _is_loss_method(name: str) -> bool:
     return not name.startswith("_") and name.endswith("loss")
@@ -316,14 +380,34 @@ def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self._pending_targets and args and isinstance(args[0], TensorDictBase):
             self._materialize_targets(args[0])
-        with set_recurrent_mode(True):
+        if torch.compiler.is_compiling() and self._value_estimator is None:
+            if self.default_value_estimator is not None:
+                self._make_default_estimator()  # here (one graph break), not deep inside
+        if torch.compiler.is_compiling() and not _holds_recurrent(self):
+            # The mode only steers tdrl's recurrent modules, and torch.compile cannot trace
+            # the context variable behind it: without them, skip it (no graph break).
             out = method(self, *args, **kwargs)
+        else:
+            with set_recurrent_mode(True):
+                out = method(self, *args, **kwargs)
         if method.__name__ == "forward":
             _write_priority(self, args[0] if args else kwargs.get("tensordict"), out)
         return out
 
     wrapper._tdrl_sequence_mode = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _holds_recurrent(loss: nn.Module) -> bool:
+    """Whether ``loss`` holds a recurrent module (those read the global recurrent mode)."""
+    from tdrl.objectives._ensemble import QEnsemble  # _ensemble imports this file
+
+    for module in loss.modules():
+        # A QEnsemble runs a copy of its module kept outside its submodules.
+        inner = module._base[0].modules() if isinstance(module, QEnsemble) else ()
+        if any(isinstance(m, RecurrentModuleBase) for m in (module, *inner)):
+            return True
+    return False
 
 
 def _write_priority(loss: Any, tensordict: Any, out: Any) -> None:

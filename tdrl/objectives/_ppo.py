@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -222,10 +221,10 @@ class KLPENPPOLoss(PPOLoss):
         beta = self.beta.clone()
         loss = -(ratio * advantage).mean() + beta * kl
         with torch.no_grad():
-            if kl > 1.5 * self.dtarg:
-                self.beta.mul_(self.increment)
-            elif kl < self.dtarg / 1.5:
-                self.beta.mul_(self.decrement)
-            if not math.isfinite(float(self.beta)):
-                self.beta.fill_(1.0)
+            # Branch-free (no host sync, no torch.compile graph break): grow beta while the KL
+            # is above 1.5 * dtarg, shrink it below dtarg / 1.5, reset it to 1 if not finite.
+            one = torch.ones_like(kl)
+            shrink = torch.where(kl < self.dtarg / 1.5, self.decrement, one)
+            self.beta.mul_(torch.where(kl > 1.5 * self.dtarg, self.increment, shrink))
+            self.beta.copy_(torch.where(self.beta.isfinite(), self.beta, one))
         return loss, {"kl": kl, "beta": beta}

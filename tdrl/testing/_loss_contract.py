@@ -12,6 +12,7 @@ Subclass ``LossContract`` in a pytest test class and write the four hooks::
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -115,3 +116,22 @@ class LossContract:
                 value = target.get(key)
                 assert torch.equal(value, old.get(key))
                 assert value.grad is None and not value.requires_grad
+
+    def test_contract_compiles_without_graph_breaks(self) -> None:
+        # loss.compile(fullgraph=True) traces the whole forward (tdrl's key routing, targets,
+        # estimator) and gives the eager outputs and TD-error write ("eager" backend: no codegen).
+        torch.manual_seed(0)
+        loss = self.make_loss(False)
+        batch = self.make_batch(False)
+        compiled = copy.deepcopy(loss)
+        compiled.compile(backend="eager", fullgraph=True)
+        eager_batch, compiled_batch = batch.clone(), batch.clone()
+        torch.manual_seed(1)
+        expected = loss(eager_batch)
+        torch.manual_seed(1)
+        got = compiled(compiled_batch)
+        assert set(got.keys(True, True)) == set(expected.keys(True, True))
+        for key in expected.keys(True, True):
+            torch.testing.assert_close(got.get(key), expected.get(key), msg=str(key))
+        for key in eager_batch.keys(True, True):
+            torch.testing.assert_close(compiled_batch.get(key), eager_batch.get(key))
