@@ -397,6 +397,8 @@ class RayCollector(BaseCollector):
             )
         self._drain()
         self._fleet.call_all("load_state_dict", [(s,) for s in workers])
+        for w, state in enumerate(workers):  # the actors run the state's weights until an update
+            self._weights.reset(w, int(state.get("policy_version", 0)))
         if isinstance(state_dict, Mapping):
             self.frames = int(state_dict["frames"])
 

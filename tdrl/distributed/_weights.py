@@ -56,6 +56,12 @@ class VersionedWeights:
         """``actor`` was rebuilt: it runs the construction weights (version 0) again."""
         self._loaded[actor] = 0
 
+    def reset(self, actor: int, version: int) -> None:
+        """``actor`` loaded a state holding weights ``version``: it keeps them until the next
+        :meth:`publish` for it."""
+        self._loaded[actor] = version
+        self._target[actor] = None
+
     def versions(self) -> list[int]:
         """The version each actor ran for its last delivered batch."""
         return list(self._loaded)

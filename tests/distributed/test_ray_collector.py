@@ -12,6 +12,7 @@ import torch
 from tensordict.nn import TensorDictModule
 
 from tdrl.collectors import MultiSyncCollector
+from tdrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tdrl.distributed import RayCollector
 from tdrl.errors import WorkerError
 from tdrl.testing import CountingEnv, FailingEnv
@@ -126,13 +127,22 @@ def test_sync_batches_run_the_newest_weights_with_their_version(sync_pair):
 
 
 def test_seeds_states_and_reset(sync_pair):
-    collector, _ = sync_pair
+    collector, policy = sync_pair
     expected = _env().set_seed(_env().set_seed(11))
     assert collector.set_seed(11) == expected
+    _set_version(policy, 2.0)
+    collector.update_policy_weights_()
+    saved_version = collector.policy_version
+    next(iter(collector))
     state = collector.state_dict()
     assert len(state["workers"]) == 2 and state["frames"] == collector.frames
     assert [s["collector"]["frames"] for s in state["workers"]] == [collector.frames // 2] * 2
-    collector.load_state_dict(state)
+    _set_version(policy, 7.0)
+    collector.update_policy_weights_()
+    collector.load_state_dict(state)  # the actors run the state's weights until an update
+    batch = next(iter(collector))
+    assert batch["action"].unique().tolist() == [2.0]
+    assert batch["collector", "policy_version"].unique().tolist() == [saved_version]
     with pytest.raises(ValueError, match="holds 1 collectors"):
         collector.load_state_dict({"frames": 0, "workers": state["workers"][:1]})
     collector.reset()
@@ -166,7 +176,8 @@ def test_async_batches_are_one_actor_each_and_at_most_one_stale(ray_session):
     check_traj_ids(_streams(batches, time_dim=-1))
 
 
-def test_actors_can_run_a_multisync_collector(ray_session):
+def test_actors_can_run_a_multisync_collector_and_fill_a_local_buffer(ray_session):
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), sampler=SamplerWithoutReplacement())
     with RayCollector(
         _env,
         collector_class=MultiSyncCollector,
@@ -174,13 +185,14 @@ def test_actors_can_run_a_multisync_collector(ray_session):
         collector_kwargs={"mp_start_method": "fork"},
         frames_per_batch=8,
         total_frames=16,
+        replay_buffer=rb,
     ) as collector:
-        batches = list(collector)
-    assert [b.batch_size for b in batches] == [torch.Size([2, 2, 2])] * 2
-    ids = torch.stack(batches)["collector", "traj_ids"]
-    assert ids[:, 0].flatten().tolist() and set(ids[:, 0].unique().tolist()).isdisjoint(
-        ids[:, 1].unique().tolist()
-    )  # the two inner workers never share an id
+        assert list(collector) == [None, None]  # the batches went to the buffer
+    data = rb.sample(16)
+    data = data[data["index"].argsort()].reshape(2, 2, 2, 2)  # [batch, inner worker, env, T]
+    assert data["collector", "worker_id"].unique().tolist() == [0]  # the actor's index
+    ids = data["collector", "traj_ids"]
+    assert set(ids[:, 0].unique().tolist()).isdisjoint(ids[:, 1].unique().tolist())
 
 
 def test_an_env_exception_names_the_actor_and_keeps_the_actors(ray_session):

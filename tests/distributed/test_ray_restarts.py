@@ -121,7 +121,11 @@ def test_remote_writes_survive_kills_at_the_worst_moments(ray_session, tmp_path)
     )
     in_flight = functools.partial(_Crash, str(tmp_path / "self-killed"), 6, "kill")
     collector = RayCollector(
-        [in_flight, CountingEnv], frames_per_batch=4, total_frames=40, replay_buffer=rb
+        [in_flight, CountingEnv],
+        frames_per_batch=4,
+        total_frames=40,
+        replay_buffer=rb,
+        postproc=lambda td: td.set("seen", td["observation"] * 2),  # runs in the actors
     )
     with rb, collector:
         assert list(collector) == [None] * 10
@@ -133,6 +137,7 @@ def test_remote_writes_survive_kills_at_the_worst_moments(ray_session, tmp_path)
         data = rb.sample(40)
         assert sorted(data["index"].tolist()) == list(range(40))
         _owners_are_unique(data)
+        assert (data["seen"] == data["observation"] * 2).all()
         counts = torch.bincount(data["collector", "worker_id"], minlength=2)
         assert counts.sum() == 40 and (counts % 4 == 0).all()
 
