@@ -11,7 +11,17 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
-from tdrl.envs.core._fast import all_true, lookup, stack_plain, truthy, update_flat
+from tdrl.envs.core._fast import (
+    all_true,
+    exclude_flat,
+    lookup,
+    select_flat,
+    stack_plain,
+    truthy,
+    update_flat,
+)
+from tdrl.envs.transforms import Compose, InitTracker, RewardSum, StepCounter, TransformedEnv
+from tdrl.errors import SpecError
 from tdrl.testing import CountingEnv, NestedCountingEnv
 
 
@@ -30,13 +40,26 @@ def _assert_same(got: TensorDictBase, want: TensorDictBase) -> None:
         torch.testing.assert_close(got.get(key), want.get(key), msg=f"key {key}")
 
 
-ENVS = {"flat": CountingEnv, "nested": NestedCountingEnv}
+def _transformed(env_cls):
+    def make(**kwargs):
+        transforms = Compose(StepCounter(max_steps=4), RewardSum(), InitTracker())
+        return TransformedEnv(env_cls(**kwargs), transforms)
+
+    return make
+
+
+ENVS = {
+    "flat": CountingEnv,
+    "nested": NestedCountingEnv,
+    "flat_transformed": _transformed(CountingEnv),
+    "nested_transformed": _transformed(NestedCountingEnv),
+}
 
 
 @pytest.mark.parametrize("batch", [(), (2, 3)])
 @pytest.mark.parametrize("layout", sorted(ENVS))
 def test_steps_and_partial_resets_match_the_general_path(layout, batch):
-    kwargs = {"max_steps": 3} if layout == "flat" else {}
+    kwargs = {"max_steps": 3} if layout.startswith("flat") else {}
     fast_env, slow_env = (
         ENVS[layout](batch_size=batch, **kwargs),
         ENVS[layout](batch_size=batch, **kwargs),
@@ -128,3 +151,25 @@ def test_truthy_and_all_true_read_every_entry():
     assert all_true(masks)
     assert not all_true([*masks, torch.tensor([[True], [False]])])
     assert not all_true([*masks, None])
+
+
+def test_select_and_exclude_flat_equal_tensordicts_own():
+    td = TensorDict({"a": torch.zeros(2), "b": torch.ones(2), "n": {"c": torch.ones(2)}}, [2])
+    for keys in (["a", "x"], ["n"], ["a", ("n", "c")]):
+        _assert_same(select_flat(td, keys), td.select(*keys, strict=False))
+        _assert_same(exclude_flat(td, keys), td.exclude(*keys))
+    slow = _slow(td)
+    _assert_same(select_flat(slow, ["a"]), td.select("a"))
+
+
+def test_a_transformed_env_still_checks_actions_once_for_both():
+    env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter())
+    td = env.reset()
+    td.set("action", torch.ones(2, 1, dtype=torch.int64))  # wrong dtype
+    with pytest.raises(SpecError, match="TransformedEnv.step: action 'action'"):
+        env.step(td)
+    # a base env whose specs changed after wrapping checks its own actions again
+    env.base_env.action_spec = env.base_env.action_spec.clone().to(torch.float64)
+    td.set("action", torch.ones(2, 1))
+    with pytest.raises(SpecError, match="CountingEnv.step: action 'action'"):
+        env.step(td)

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core._checks import EnvChecks
-from tdrl.envs.core._fast import all_true, lookup, set_next, truthy, update_flat
+from tdrl.envs.core._fast import all_true, lookup, put, set_next, truthy, update_flat
 from tdrl.envs.core._keys import key_tuple
 from tdrl.envs.core._reset import ResetPlan
 from tdrl.envs.core._rollout import (
@@ -281,6 +281,11 @@ class EnvBase(SpecOwner, EnvChecks):
             tensor([1.])
         """
         self._check_actions(tensordict)
+        return self._step_checked(tensordict)
+
+    def _step_checked(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``step`` after the action check (a TransformedEnv whose own check covered the same
+        actions calls it on its base env)."""
         plain = type(tensordict) is TensorDict
         preset = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
         nxt = self._step(tensordict)
@@ -347,7 +352,7 @@ class EnvBase(SpecOwner, EnvChecks):
             done = self._read_done(tensordict, g, path)
             if truthy(done):
                 any_done = True
-                tensordict.set(g.reset, done)
+                put(tensordict, g.reset_path, done)
         if not any_done:
             return tensordict
         return self.reset(tensordict)

@@ -13,7 +13,17 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-__all__ = ["all_true", "lookup", "set_next", "stack_plain", "truthy", "update_flat"]
+__all__ = [
+    "all_true",
+    "exclude_flat",
+    "lookup",
+    "put",
+    "select_flat",
+    "set_next",
+    "stack_plain",
+    "truthy",
+    "update_flat",
+]
 
 
 def lookup(td: TensorDictBase, path: tuple[str, ...]) -> Any:
@@ -37,6 +47,22 @@ def lookup(td: TensorDictBase, path: tuple[str, ...]) -> Any:
         if node is None:
             return None
     return node
+
+
+def put(td: TensorDictBase, path: tuple[str, ...], value: Any) -> None:
+    """``td.set(path, value)``; a root entry of a plain TensorDict goes straight to
+    tensordict's own (cheap, still validating) setter, without the key parsing of ``set``.
+
+    Examples:
+        >>> td = TensorDict({}, [2])
+        >>> put(td, ("x",), torch.zeros(2, 1)); put(td, ("n", "y"), torch.ones(2))
+        >>> sorted(td.keys(True, True))
+        ['x', ('n', 'y')]
+    """
+    if type(td) is TensorDict and len(path) == 1:
+        td._set_str(path[0], value, inplace=False, validated=False)
+    else:
+        td.set(path if len(path) > 1 else path[0], value)
 
 
 def set_next(td: TensorDictBase, nxt: TensorDictBase, plain: bool) -> None:
@@ -153,3 +179,39 @@ def update_flat(td: TensorDictBase, other: TensorDictBase) -> TensorDictBase:
             td._tensordict.update(values)
             return td
     return td.update(other)
+
+
+def _flat_plain(td: TensorDictBase, keys: Sequence[Any]) -> bool:
+    return type(td) is TensorDict and not td._has_names() and all(type(k) is str for k in keys)
+
+
+def select_flat(td: TensorDictBase, keys: Sequence[Any]) -> TensorDictBase:
+    """``td.select(*keys, strict=False)``; one dict comprehension when ``td`` is plain and
+    every key is a root key (nodes are shared either way).
+
+    Examples:
+        >>> td = TensorDict({"a": torch.zeros(1), "b": torch.ones(1)}, [])
+        >>> list(select_flat(td, ["b", "c"]).keys())
+        ['b']
+    """
+    if not _flat_plain(td, keys):
+        return td.select(*keys, strict=False)
+    store = td._tensordict
+    kept = {k: store[k] for k in keys if k in store}
+    return TensorDict._new_unsafe(kept, batch_size=td._batch_size, device=td._device, nested=False)
+
+
+def exclude_flat(td: TensorDictBase, keys: Sequence[Any]) -> TensorDictBase:
+    """``td.exclude(*keys)``; one dict comprehension when ``td`` is plain and every key is a
+    root key (nodes are shared either way).
+
+    Examples:
+        >>> td = TensorDict({"a": torch.zeros(1), "b": torch.ones(1)}, [])
+        >>> list(exclude_flat(td, ["b", "c"]).keys())
+        ['a']
+    """
+    if not _flat_plain(td, keys):
+        return td.exclude(*keys)
+    drop = set(keys)
+    kept = {k: v for k, v in td._tensordict.items() if k not in drop}
+    return TensorDict._new_unsafe(kept, batch_size=td._batch_size, device=td._device, nested=False)

@@ -83,7 +83,7 @@ class DoneGroup:
             key or ``None`` when the group has none. reset: the ``_reset`` key of the group.
     """
 
-    __slots__ = ("done", "prefix", "reset", "terminated", "truncated")
+    __slots__ = ("done", "prefix", "reset", "reset_path", "terminated", "truncated")
 
     def __init__(self, prefix: tuple[str, ...], has_truncated: bool) -> None:
         self.prefix = prefix
@@ -91,6 +91,7 @@ class DoneGroup:
         self.terminated: Any = as_key((*prefix, "terminated"))
         self.truncated: Any = as_key((*prefix, "truncated")) if has_truncated else None
         self.reset: Any = as_key((*prefix, "_reset"))
+        self.reset_path = (*prefix, "_reset")
 
     def __repr__(self) -> str:
         return f"DoneGroup(prefix={self.prefix})"

@@ -301,13 +301,32 @@ def step_mdp(
         >>> sorted(step_mdp(td, keep_other=False, exclude_action=False).keys())
         ['action', 'done', 'obs']
     """
-    plan = StepMDP(
-        reward_keys=_as_key_list(reward_keys),
-        done_keys=_as_key_list(done_keys),
-        action_keys=_as_key_list(action_keys),
-        keep_other=keep_other,
-        exclude_reward=exclude_reward,
-        exclude_done=exclude_done,
-        exclude_action=exclude_action,
-    )
+    flags = (keep_other, exclude_reward, exclude_done, exclude_action)
+    try:  # the plan of these arguments, built once (keys given as lists are read as tuples)
+        cache_key: Any = (flags, _frozen(reward_keys), _frozen(done_keys), _frozen(action_keys))
+        plan = _FREE_PLANS.get(cache_key)
+    except TypeError:  # unhashable keys: no caching
+        cache_key, plan = None, None
+    if plan is None:
+        plan = StepMDP(
+            reward_keys=_as_key_list(reward_keys),
+            done_keys=_as_key_list(done_keys),
+            action_keys=_as_key_list(action_keys),
+            keep_other=keep_other,
+            exclude_reward=exclude_reward,
+            exclude_done=exclude_done,
+            exclude_action=exclude_action,
+        )
+        if cache_key is not None:
+            if len(_FREE_PLANS) >= _MAX_PLANS:
+                _FREE_PLANS.clear()
+            _FREE_PLANS[cache_key] = plan
     return plan(tensordict, next_tensordict)
+
+
+_FREE_PLANS: dict[Any, StepMDP] = {}
+
+
+def _frozen(keys: Any) -> Any:
+    # A list of keys and a tuple naming one nested key must not share a cache entry.
+    return ("list", *keys) if isinstance(keys, list) else keys

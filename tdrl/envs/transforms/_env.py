@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
 from tdrl.envs.core import EnvBase
+from tdrl.envs.core._fast import all_true, exclude_flat, select_flat, update_flat
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._casts import DeviceCastTransform
 from tdrl.envs.transforms._checks import check_transform_output
@@ -167,7 +168,9 @@ class TransformedEnv(EnvBase):
         if memo is not None and memo[0] is tensordict:
             return memo[1]  # type: ignore[no-any-return]
         masks = self._reset_plan.masks(tensordict)
-        self._mask_memo = (tensordict, masks, {})
+        # every group resets everywhere (e.g. a done single env): no transform needs a mask
+        everywhere = masks is not None and all_true(masks)
+        self._mask_memo = (tensordict, masks, {}, everywhere)
         return masks
 
     def _group_mask(
@@ -179,15 +182,18 @@ class TransformedEnv(EnvBase):
     ) -> torch.Tensor | None:
         """``group_mask`` for the transforms, memoised per reset (same group, ndim, device)."""
         masks = self._reset_masks(tensordict)
-        if masks is None:
-            return None
+        if masks is None or self._mask_memo[3]:  # type: ignore[index]
+            return None  # every entry resets: transforms skip their torch.where
         group = reset_key if reset_key is not None else self._reset_plan.owner(key)
         memo = self._mask_memo[2]  # type: ignore[index]
-        found = memo.get((group, like.ndim, like.device))
-        if found is None:
-            found = group_mask(self, tensordict, key, like, reset_key, masks)
-            memo[(group, like.ndim, like.device)] = found
-        return found  # type: ignore[no-any-return]
+        slot = (group, like.ndim, like.device)
+        if slot in memo:
+            return memo[slot]  # type: ignore[no-any-return]
+        found = group_mask(self, tensordict, key, like, reset_key, masks)
+        if found is not None and all_true([found]):
+            found = None
+        memo[slot] = found
+        return found
 
     def _rebuild(self) -> None:
         """Attaches every transform and recomputes the specs through them."""
@@ -236,6 +242,7 @@ class TransformedEnv(EnvBase):
         self.device = device if device is not None else base.device
         self._refresh_keys()
         self._reset_entries = list(dict.fromkeys(["_reset", *self.reset_keys]))
+        self._same_actions = self._checks_cover_base()
         self._pass_keys: dict[int, list[NestedKey]] = {}
         self._hidden: dict[int, list[NestedKey]] = {}
 
@@ -261,6 +268,24 @@ class TransformedEnv(EnvBase):
                 self._check_batch(kind, out)
                 new[kind] = out
         return new
+
+    def _checks_cover_base(self) -> Any:
+        """The base env's action checks when this env's are the same (so the base env may
+        skip its own; they are rebuilt, as a new list, whenever its specs change), else None.
+
+        Same: no inverse transform, the same action entries, shapes and dtypes, no domain
+        validation and a base env that steps with ``EnvBase.step``.
+        """
+        base = self.base_env
+        same = (
+            not self._inverse
+            and type(base).step is EnvBase.step
+            and not self.validate
+            and not base.validate
+            and self.batch_locked == base.batch_locked
+            and self._action_checks == base._action_checks
+        )
+        return base._action_checks if same else None
 
     def _reset_input_keys(self, n: int) -> list[NestedKey]:
         """What the base env's reset gets: ``_reset`` entries, and the previous values of the
@@ -324,7 +349,8 @@ class TransformedEnv(EnvBase):
             out = self._run_reset(None, n, given=tensordict)
             return self._carry_inputs(tensordict, out) if tensordict is not None else out
         out = self._run_reset(tensordict, n)
-        return tensordict.exclude("next", *self._reset_entries).update(out)  # type: ignore[union-attr]
+        kept = exclude_flat(tensordict, ["next", *self._reset_entries])  # type: ignore[arg-type]
+        return update_flat(kept, out)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         return self._run_reset(tensordict, len(self._flat))
@@ -337,7 +363,7 @@ class TransformedEnv(EnvBase):
     ) -> TensorDictBase:
         sub = None
         if tensordict is not None:
-            sub = tensordict.select(*self._reset_input_keys(n), strict=False)
+            sub = select_flat(tensordict, self._reset_input_keys(n))
         elif given is not None:
             sub = given.exclude("next")
         if sub is not None:
@@ -382,15 +408,21 @@ class TransformedEnv(EnvBase):
             inner = inner.copy() if inner is tensordict else inner
             for t in reversed(inverse):
                 inner = t._inv_call(inner)
-        policy_next = tensordict.get("next", None)
-        nxt = self.base_env.step(inner).get("next")
+        plain = type(tensordict) is TensorDict
+        policy_next = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
+        if inner is tensordict and self._same_actions is self.base_env._action_checks:
+            # step checked these very action entries against the same specs: no second check
+            nxt = self.base_env._step_checked(inner).get("next")
+        else:
+            nxt = self.base_env.step(inner).get("next")
         if isinstance(policy_next, TensorDictBase) and policy_next is not nxt:
             for key in policy_next.keys(True, True):
                 if nxt.get(key, None) is None:
                     nxt.set(key, policy_next.get(key))
+        checked = self._checked["step"]
         for i in range(n):
             t = self._flat[i]
-            if i in self._checked["step"]:
+            if i in checked:
                 nxt = t._step(tensordict, nxt)
                 continue
             before = {k for k in nxt.keys(True, True)}

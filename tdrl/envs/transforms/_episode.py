@@ -7,6 +7,8 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
 from tdrl.envs.core import EnvBase
+from tdrl.envs.core._fast import lookup, put
+from tdrl.envs.core._keys import key_tuple
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeyNotFoundError, KeysArg, key_list, key_prefix, with_prefix
 from tdrl.specs import Categorical, Composite, Unbounded
@@ -129,13 +131,14 @@ class RewardSum(Transform):
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self.in_keys, self.out_keys):
-            prev = tensordict.get(out_key, None)
+            in_path, out_path = key_tuple(in_key), key_tuple(out_key)
+            prev = lookup(tensordict, out_path)
             if prev is None:
                 raise self._missing_key(out_key, tensordict, "_step")
-            reward = next_tensordict.get(in_key, None)
+            reward = lookup(next_tensordict, in_path)
             if reward is None:
                 raise self._missing_key(in_key, next_tensordict, "_step")
-            next_tensordict.set(out_key, prev + reward)
+            put(next_tensordict, out_path, prev + reward)
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

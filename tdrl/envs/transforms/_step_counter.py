@@ -7,11 +7,15 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
 from tdrl.envs.core import EnvBase
+from tdrl.envs.core._fast import lookup, put
+from tdrl.envs.core._keys import key_tuple
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import with_prefix
 from tdrl.specs import Bounded, Categorical, Composite, TensorSpec, Unbounded
 
 __all__ = ["StepCounter"]
+
+_ONE = torch.ones((), dtype=torch.int64)  # never written: the +1 of every count
 
 
 class StepCounter(Transform):
@@ -59,6 +63,7 @@ class StepCounter(Transform):
         self.truncated_key = truncated_key
         self.update_done = update_done
         self._groups: list[tuple[NestedKey, NestedKey, NestedKey, torch.Size]] = []
+        self._paths: list[tuple[tuple[str, ...], ...]] = []
 
     def _bind(self, parent: EnvBase) -> None:
         done = parent.full_done_spec
@@ -72,6 +77,7 @@ class StepCounter(Transform):
             for g in parent.done_groups
         ]
         self.out_keys = [g[0] for g in self._groups]
+        self._paths = [(key_tuple(c), key_tuple(d), key_tuple(t)) for c, d, t, _ in self._groups]
 
     def _count_spec(self, shape: torch.Size, device: torch.device | None) -> TensorSpec:
         if self.max_steps is None:
@@ -111,19 +117,22 @@ class StepCounter(Transform):
         return tensordict_out
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for count_key, done, trunc_key, _ in self._groups:
-            prev = tensordict.get(count_key, None)
+        for (count_key, _, _, _), (count_path, done, trunc_path) in zip(self._groups, self._paths):
+            prev = lookup(tensordict, count_path)
             if prev is None:
                 raise self._missing_key(count_key, tensordict, "_step")
-            count = prev + 1
-            next_tensordict.set(count_key, count)
+            count = prev + _ONE  # a tensor operand: a third cheaper than wrapping the int 1
+            put(next_tensordict, count_path, count)
             if self.max_steps is None:
                 continue
             trunc = count >= self.max_steps
-            old = next_tensordict.get(trunc_key, None)
-            next_tensordict.set(trunc_key, trunc if old is None else old | trunc)
+            old = lookup(next_tensordict, trunc_path)
+            put(next_tensordict, trunc_path, trunc if old is None else old | trunc)
             if self.update_done:
-                next_tensordict.set(done, next_tensordict.get(done) | trunc)
+                flag = lookup(next_tensordict, done)
+                if flag is None:
+                    raise self._missing_key(done, next_tensordict, "_step")
+                put(next_tensordict, done, flag | trunc)
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
