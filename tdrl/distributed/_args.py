@@ -3,17 +3,20 @@ per-collector values and the arguments tdrl cannot honour."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tdrl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
+from tdrl.distributed._remote_config import actor_options
 from tdrl.envs import EnvBase, EnvCreator
 
 __all__ = [
+    "actor_configs",
+    "actor_kwargs",
+    "check_max_restarts",
     "check_unsupported",
     "collector_class_of",
     "env_factories",
-    "inner_kwargs",
     "per_actor",
 ]
 
@@ -145,13 +148,56 @@ def per_actor(owner: str, name: str, value: Any, n: int) -> list[Any]:
     return [value] * n
 
 
-def inner_kwargs(
-    owner: str, common: dict[str, Any], split: dict[str, list[Any]], extra: Sequence[Any]
+def check_max_restarts(owner: str, max_restarts: Any) -> None:
+    """Raises ``ValueError`` unless ``max_restarts`` is an int >= 0.
+
+    Examples:
+        >>> check_max_restarts("f", 3)
+    """
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+        raise ValueError(
+            f"{owner}: max_restarts must be an int >= 0 (got {max_restarts!r}). Pass e.g. 3."
+        )
+
+
+def actor_configs(owner: str, remote_configs: Any, n: int) -> list[dict[str, Any]]:
+    """Each actor's Ray options (default: one CPU).
+
+    Examples:
+        >>> actor_configs("f", {"num_gpus": 1}, 2)
+        [{'num_cpus': 1, 'num_gpus': 1}, {'num_cpus': 1, 'num_gpus': 1}]
+    """
+    return [
+        actor_options(owner, "remote_configs", c, {"num_cpus": 1})
+        for c in per_actor(owner, "remote_configs", remote_configs, n)
+    ]
+
+
+def actor_kwargs(
+    owner: str,
+    cls: type,
+    sizes: tuple[int, int, int],
+    settings: dict[str, Any],
+    devices: dict[str, Any],
+    collector_kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """The keyword arguments of each actor's collector: ``common``, then ``split[name][w]``,
-    then ``collector_kwargs[w]`` (``extra[w]``)."""
+    """The keyword arguments of each actor's collector.
+
+    ``sizes`` is ``(actors, frames per actor batch, worker processes per actor)``; ``settings``
+    holds the collector arguments RayCollector takes with TorchRL's conventions (-1 for None,
+    ``init_random_frames`` over all actors); ``devices`` one device or one per actor; then
+    ``collector_kwargs`` (a dict or one per actor) adds its own.
+    """
+    n, frames, workers = sizes
+    common = dict(settings, frames_per_batch=frames, no_cuda_sync=bool(settings["no_cuda_sync"]))
+    if common["max_frames_per_traj"] in (None, -1):
+        common["max_frames_per_traj"] = None
+    common["init_random_frames"] = -(-max(int(settings["init_random_frames"] or 0), 0) // n) or None
+    if cls is not Collector:
+        common["num_workers"] = workers
+    split = {k: per_actor(owner, k, v, n) for k, v in devices.items()}
     out = []
-    for w, more in enumerate(extra):
+    for w, more in enumerate(per_actor(owner, "collector_kwargs", collector_kwargs, n)):
         if more is not None and not isinstance(more, Mapping):
             raise TypeError(
                 f"{owner}: collector_kwargs must be a dict or one dict per collector (got "

@@ -20,7 +20,6 @@ from tdrl.distributed._buffer import RayReplayBuffer
 from tdrl.distributed._fleet import ActorFleet
 from tdrl.distributed._options import RayOptions
 from tdrl.distributed._ray import connect, ray
-from tdrl.distributed._remote_config import actor_options
 from tdrl.distributed._requests import Requests
 from tdrl.distributed._weights import VersionedWeights
 from tdrl.envs.core._exploration_type import ExplorationType
@@ -180,10 +179,7 @@ class RayCollector(BaseCollector):
         fns = _args.env_factories(owner, create_env_fn, num_collectors, bool(use_env_creator))
         n = self.num_workers = self._num_weight_workers = len(fns)
         cls = _args.collector_class_of(owner, collector_class, num_workers_per_collector)
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
-            raise ValueError(
-                f"{owner}: max_restarts must be an int >= 0 (got {max_restarts!r}). Pass e.g. 3."
-            )
+        _args.check_max_restarts(owner, max_restarts)
         self.sync, self.max_restarts = bool(sync), max_restarts
         self.options = options or RayOptions()
         per_actor = self._actor_frames(owner, frames_per_batch, n)
@@ -194,34 +190,32 @@ class RayCollector(BaseCollector):
         factories = _args.per_actor(owner, "policy_factory", policy_factory, n)
         self.policy = resolve_policy(owner, policy, factories[0])
         self._buffer_kind(owner, replay_buffer)
-        configs = [
-            actor_options(owner, "remote_configs", c, {"num_cpus": 1})
-            for c in _args.per_actor(owner, "remote_configs", remote_configs, n)
-        ]
-        common = {
-            "frames_per_batch": per_actor,
-            "max_frames_per_traj": None
-            if max_frames_per_traj in (None, -1)
-            else max_frames_per_traj,
-            "init_random_frames": -(-max(int(init_random_frames or 0), 0) // n) or None,
+        configs = _args.actor_configs(owner, remote_configs, n)
+        settings = {
+            "max_frames_per_traj": max_frames_per_traj,
+            "init_random_frames": init_random_frames,
             "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": exploration_type,
-            "no_cuda_sync": bool(no_cuda_sync),
+            "no_cuda_sync": no_cuda_sync,
             "pre_collect_hook": pre_collect_hook,
             "post_collect_hook": post_collect_hook,
         }
-        if cls is not Collector:
-            common["num_workers"] = num_workers_per_collector
         devices = {"device": device, "storing_device": storing_device}
         devices.update(env_device=env_device, policy_device=policy_device)
-        split = {k: _args.per_actor(owner, k, v, n) for k, v in devices.items()}
-        extra = _args.per_actor(owner, "collector_kwargs", collector_kwargs, n)
+        kwargs = _args.actor_kwargs(
+            owner,
+            cls,
+            (n, per_actor, num_workers_per_collector),
+            settings,
+            devices,
+            collector_kwargs,
+        )
         spec = ActorSpec(
             collector_class=cls,
             create_env_fns=fns,
             policy=None if policy_factory is not None else policy,
             policy_factories=factories,
-            collector_kwargs=_args.inner_kwargs(owner, common, split, extra),
+            collector_kwargs=kwargs,
             num_actors=n,
             id_stride=n * (max_restarts + 1),
             buffer=self._remote,
