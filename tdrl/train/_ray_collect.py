@@ -44,18 +44,26 @@ class RaySettings:
                 "--num-collectors 2."
             )
 
-    def envs_per_collector(self, num_envs: int) -> int:
+    def envs_per_collector(self, config: dict[str, Any]) -> int:
         """The envs each actor runs: ``num_envs / num_collectors``.
 
         Raises:
-            ValueError: ``num_envs`` is not a multiple of ``num_collectors``.
+            ValueError: ``num_envs`` is not a multiple of ``num_collectors``, or the run's
+                device is not the cpu (the actors ask Ray for CPUs only).
         """
-        n = self.num_collectors
+        n, num_envs = self.num_collectors, int(config["num_envs"])
         if num_envs % n:
             raise ValueError(
                 f"tdrl train --ray: num_envs must be a multiple of --num-collectors (got "
                 f"num_envs={num_envs} for {n} collectors). Pass e.g. --num-envs "
                 f"{n * max(num_envs // n, 1)}."
+            )
+        device = str(config.get("device", "cpu"))
+        if device != "cpu":
+            raise ValueError(
+                f"tdrl train --ray: the collector actors run on CPUs (got device={device!r}; "
+                "expected 'cpu'). Drop --device, or use tdrl.distributed.RayCollector with "
+                "remote_configs={'num_gpus': ...} in Python."
             )
         return num_envs // n
 
@@ -94,7 +102,7 @@ def ray_rollouts(
     from tdrl.distributed import RayCollector, connect_ray
 
     n = settings.num_collectors
-    per_actor = settings.envs_per_collector(int(config["num_envs"]))
+    per_actor = settings.envs_per_collector(config)
     connect_ray(settings.address, num_cpus=max(os.cpu_count() or 1, n))
     seed = int(config.get("seed", 0))
     fns = [
@@ -103,7 +111,6 @@ def ray_rollouts(
             config["env"],
             per_actor,
             seed=seed + (w + 1) * _SEED_STRIDE,
-            device=config.get("device", "cpu"),
         )
         for w in range(n)
     ]

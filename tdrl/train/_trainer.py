@@ -77,7 +77,7 @@ class Trainer:
         self.buffer: Any = None
         num_envs = int(config["num_envs"])
         if ray is not None:  # the env of one collector actor: the policy is built for it
-            num_envs = ray.envs_per_collector(num_envs)
+            num_envs = ray.envs_per_collector(config)
         device, options = config.get("device", "cpu"), config.get("env_options")
         self.env: EnvBase = make_env(
             config["env"], num_envs, seed=seed, device=device, options=options

@@ -89,6 +89,8 @@ def test_ray_flags_are_checked(tmp_path):
     argv = ["train", "ppo", "--num-envs", "3", "--frames", "96", "--out", str(tmp_path)]
     with pytest.raises(ValueError, match="num_envs must be a multiple of --num-collectors"):
         main([*argv, "--quiet", "--ray", "--num-collectors", "2"])
+    with pytest.raises(ValueError, match="actors run on CPUs"):
+        main([*argv, "--num-envs", "4", "--device", "meta", "--ray", "--num-collectors", "2"])
 
 
 def test_the_command_starts_a_local_ray_without_an_address(tmp_path):
