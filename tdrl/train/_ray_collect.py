@@ -111,6 +111,7 @@ def ray_rollouts(
             config["env"],
             per_actor,
             seed=seed + (w + 1) * _SEED_STRIDE,
+            options=config.get("env_options"),
         )
         for w in range(n)
     ]
