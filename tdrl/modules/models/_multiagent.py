@@ -233,18 +233,14 @@ class MultiAgentMLP(nn.Module):
             if self.centralized:
                 return y.reshape(*batch, 1, y.shape[-1]).expand(*batch, self.n_agents, -1)
             return y.reshape(*batch, self.n_agents, y.shape[-1])
-        # Per-agent weights: rows become (agents, N, features) for batched matmuls.
-        first = layers[0]
+        # Per-agent weights: rows become (agents, N, features) for batched matmuls; centralised,
+        # every agent reads the same rows (an expanded view: faster than one wide matmul
+        # followed by a transpose, measured).
         if self.centralized:
-            # Every agent reads the same row: one matmul against all agents' stacked weights.
-            w = first.weight.reshape(-1, first.weight.shape[-1])
-            b = None if first.bias is None else first.bias.reshape(-1)
-            h = self._post(F.linear(flat, w, b), 0)
-            h = h.unflatten(-1, (self.n_agents, -1)).transpose(0, 1)
+            h = flat.unsqueeze(0).expand(self.n_agents, *flat.shape)
         else:
             h = flat.unflatten(0, (-1, self.n_agents)).transpose(0, 1)
-            h = self._post(self._agent_linear(h, first), 0)
-        for i, layer in enumerate(layers[1:], 1):
+        for i, layer in enumerate(layers):
             h = self._post(self._agent_linear(h, layer), i)
         return h.transpose(0, 1).reshape(*batch, self.n_agents, h.shape[-1])
 
