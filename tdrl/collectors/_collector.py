@@ -26,6 +26,8 @@ from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
 from tdrl.envs.core import RandomPolicy
 from tdrl.envs.core._exploration_type import ExplorationType, set_exploration_type
+from tdrl.envs.core._fast import put
+from tdrl.envs.core._keys import key_tuple
 
 __all__ = ["Collector"]
 
@@ -246,8 +248,8 @@ class Collector(BaseCollector):
                 self._fill_policy_outputs(td)
             if not self._fast_random:
                 return self.env.rand_action(td)
-            for key, leaf in self._rand_leaves:  # leaf draws: no Composite TensorDict per step
-                td.set(key, leaf.rand())
+            for path, leaf in self._rand_leaves:  # leaf draws: no Composite TensorDict per step
+                put(td, path, leaf.rand())
             return td
         call = self._policy_call
         assert call is not None
@@ -306,7 +308,7 @@ class Collector(BaseCollector):
             truncate_long(td, self.env.done_groups, self._traj_steps, self.max_frames_per_traj)
         if self._buffer is None:
             self._buffer = self._make_buffer(td)
-        self._buffer.write(td, t, [ids.ids for ids in self._ids])
+        self._buffer.record(td, t, [ids.ids for ids in self._ids])
         nxt = self.env.step_mdp(td)
         member_done = self._ids[0].renew(td)
         if member_done is not None and self._traj_steps is not None:
@@ -325,12 +327,13 @@ class Collector(BaseCollector):
             self._root = self._start()
         root = self._root
         spec = self.env.full_action_spec  # read per batch: transforms may rebuild the specs
-        self._rand_leaves = [(key, spec[key]) for key in self.env.action_keys]
+        self._rand_leaves = [(key_tuple(key), spec[key]) for key in self.env.action_keys]
         with torch.no_grad(), set_exploration_type(self.exploration_type):
             for t in range(self.steps_per_batch):
                 root = self._step_once(root, t)
         self._root = root
         assert self._buffer is not None
+        self._buffer.flush()
         data = self._buffer.data
         dim = len(self.env.batch_size)
         for keys in self._truncated_keys:  # set_truncated: the batch ends every trajectory

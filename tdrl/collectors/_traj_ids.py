@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs import EnvBase
-from tdrl.envs.batched._shared import _lookup
+from tdrl.envs.core._fast import lookup, truthy
 from tdrl.envs.core._keys import as_key, key_tuple
 
 __all__ = ["TrajIds", "trajectory_ids", "truncate_long"]
@@ -45,8 +45,10 @@ class TrajIds:
 
     def renew(self, td: TensorDictBase) -> torch.Tensor | None:
         """Gives fresh ids where the group is done; returns the done flags (None if none)."""
-        done = _lookup(td, self.done_path, self.done_key)
-        if not done.any():
+        done = lookup(td, self.done_path)
+        if done is None:
+            done = td.get(self.done_key)  # raises the KeyError naming the key
+        if not truthy(done):
             return None
         done = done.reshape(*self.shape, -1).any(-1)
         n = int(done.sum())

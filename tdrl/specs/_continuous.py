@@ -177,7 +177,9 @@ class Bounded(TensorSpec):
             x = (low + (u * (high - low + 1)).floor()).minimum(high)
             return x.to(self.dtype)
         u = torch.rand(full, dtype=self.dtype, device=self.device)
-        x = self.low + u * (self.high - self.low)
+        # in place on the fresh draw: the same values as low + u * (high - low), two
+        # allocations fewer
+        x = u.mul_(self.high - self.low).add_(self.low)
         if not self._finite:
             normal = torch.randn(full, dtype=self.dtype, device=self.device)
             x = torch.where(torch.isfinite(x), x, normal.clamp(self.low, self.high))

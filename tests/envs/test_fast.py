@@ -166,10 +166,10 @@ def test_a_transformed_env_still_checks_actions_once_for_both():
     env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter())
     td = env.reset()
     td.set("action", torch.ones(2, 1, dtype=torch.int64))  # wrong dtype
-    with pytest.raises(SpecError, match="TransformedEnv.step: action 'action'"):
+    with pytest.raises(SpecError, match=r"TransformedEnv\.step: action 'action'"):
         env.step(td)
     # a base env whose specs changed after wrapping checks its own actions again
     env.base_env.action_spec = env.base_env.action_spec.clone().to(torch.float64)
     td.set("action", torch.ones(2, 1))
-    with pytest.raises(SpecError, match="CountingEnv.step: action 'action'"):
+    with pytest.raises(SpecError, match=r"CountingEnv\.step: action 'action'"):
         env.step(td)
