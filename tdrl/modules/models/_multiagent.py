@@ -235,11 +235,12 @@ class MultiAgentMLP(nn.Module):
             return y.reshape(*batch, self.n_agents, y.shape[-1])
         # Per-agent weights: rows become (agents, N, features) for batched matmuls; centralised,
         # every agent reads the same rows (an expanded view: faster than one wide matmul
-        # followed by a transpose, measured).
+        # followed by a transpose). A contiguous copy of the (small) input beats strided
+        # matmuls (both measured).
         if self.centralized:
             h = flat.unsqueeze(0).expand(self.n_agents, *flat.shape)
         else:
-            h = flat.unflatten(0, (-1, self.n_agents)).transpose(0, 1)
+            h = flat.unflatten(0, (-1, self.n_agents)).transpose(0, 1).contiguous()
         for i, layer in enumerate(layers):
             h = self._post(self._agent_linear(h, layer), i)
         return h.transpose(0, 1).reshape(*batch, self.n_agents, h.shape[-1])
