@@ -64,6 +64,22 @@ def test_mappo_navigation():
     assert -module.N_AGENTS * 100 * step <= result <= module.N_AGENTS * 100 * (step + 1)
 
 
+def test_mappo_vmas():
+    module = _load("mappo_vmas")
+    result = module.main(frames=80, num_envs=4, max_steps=10)
+    # VMAS's navigation rewards each agent with the team's change of distance to the goals
+    # (4 agents moving at most about 0.2 per step each: 0.8) and -1 per collision of an agent.
+    assert math.isfinite(result) and -10 * (0.8 + 4) <= result <= 10 * 0.8 + 0.01
+
+
+def test_qmix_pettingzoo():
+    module = _load("qmix_pettingzoo")
+    result = module.main(frames=100, num_envs=2, init_random_frames=50, batch_size=16)
+    # simple_spread: per step, minus the summed distances of the landmarks to their nearest
+    # agent (each below 2 * sqrt(2) * 3 in the default world) and minus 1 per collision.
+    assert math.isfinite(result) and -25 * (3 * 6 * math.sqrt(2) + 3) <= result <= 0.0
+
+
 def test_every_example_is_tested():
     tested = {
         "random_rollout",
@@ -73,6 +89,8 @@ def test_every_example_is_tested():
         "ppo_lstm",
         "ppo_masked",
         "mappo_navigation",
+        "mappo_vmas",
+        "qmix_pettingzoo",
     }
     names = {p.stem for p in EXAMPLES.glob("*.py")}
     assert names <= tested, f"examples without a test: {sorted(names - tested)}"
