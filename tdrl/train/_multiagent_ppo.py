@@ -47,7 +47,9 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
             g.name: make_ppo_loss(g, config, centralized=centralized) for g in self.groups
         }
         self.losses = nn.ModuleDict(self.group_losses)
-        self.policy = TensorDictSequential(*[x.actor_network for x in self.group_losses.values()])
+        actors = [x.actor_network for x in self.group_losses.values()]
+        # one group: the actor itself (a sequence around it costs ~10% of a rollout)
+        self.policy = actors[0] if len(actors) == 1 else TensorDictSequential(*actors)
         oc = config["optim"]
         self.lr = float(oc["lr"])
         self.optimizer = torch.optim.Adam(self.losses.parameters(), lr=self.lr, eps=1e-5)

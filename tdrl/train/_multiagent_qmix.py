@@ -56,7 +56,7 @@ class QMixTrainer(MultiAgentTrainer):
         self.losses = nn.ModuleDict(self.group_losses)
         self.exploration = nn.ModuleDict({name: greedy for name, (_, greedy) in built.items()})
         qnets = [loss.local_value_network for loss in self.group_losses.values()]
-        self.policy = TensorDictSequential(*qnets)
+        self.policy = qnets[0] if len(qnets) == 1 else TensorDictSequential(*qnets)
         self.collect_policy = TensorDictSequential(
             *[m for q, e in zip(qnets, self.exploration.values()) for m in (q, e)]
         )
