@@ -123,7 +123,9 @@ def resolve_policy(
 
 class WarmupCompiled:
     """Calls ``policy`` eagerly for the first ``warmup`` calls, then ``torch.compile(policy)``
-    (TorchRL's ``compile_policy`` semantics: ``warmup`` defaults to 1).
+    (TorchRL's ``compile_policy`` semantics: ``warmup`` defaults to 1). The arguments are
+    checked as ``LossModule.compile``'s, and with inductor random draws use the eager
+    generator: a compiled stochastic policy picks the eager actions.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -132,11 +134,16 @@ class WarmupCompiled:
         ([1.0, 1.0], 1)
     """
 
-    def __init__(self, policy: Policy, kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self, policy: Policy, kwargs: Mapping[str, Any], owner: str = "Collector.__init__"
+    ) -> None:
+        from tdrl.objectives._compile import compile_kwargs  # imported only when compiling
+
         options = dict(kwargs)
         self.warmup = int(options.pop("warmup", 1))
         self.policy = policy
-        self.compiled: Policy = torch.compile(policy, **options)  # type: ignore[assignment]
+        checked = compile_kwargs(f"{owner}: compile_policy", options)
+        self.compiled: Policy = torch.compile(policy, **checked)  # type: ignore[assignment]
         self.calls = 0
 
     def __call__(self, td: TensorDictBase) -> TensorDictBase:
@@ -161,7 +168,7 @@ def compiled_call(owner: str, policy: Policy | None, compile_policy: Any) -> Pol
             f"{owner}: compile_policy needs a policy (got policy=None; random actions are not "
             "compiled). Pass a policy or drop compile_policy."
         )
-    return WarmupCompiled(policy, {} if compile_policy is True else compile_policy)
+    return WarmupCompiled(policy, {} if compile_policy is True else compile_policy, owner)
 
 
 def policy_outputs(policy: Any, td: TensorDictBase, action_keys: Any) -> list[tuple[Any, Any]]:
