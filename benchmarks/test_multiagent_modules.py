@@ -23,7 +23,15 @@ Groups (8 agents, a batch of 1024 joint samples):
   (``tdrl_plain_net``) and a QMixer, beside a hand-written QMIX update with the same sizes.
 
 Rounds are timed in process CPU time (``time.process_time``), which other processes on
-shared cores do not inflate.
+shared cores do not inflate. The layer outputs here are 4 MB; glibc may serve such blocks with
+fresh ``mmap`` pages on every call or from its heap, depending on the process's allocation
+history (measured: 14 or 2,000 minor page faults per forward for the same code), which moves
+a group by up to 1.8x between identical runs. For stable ratios keep large blocks in the
+heap::
+
+    MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824 \
+        .venv/bin/python -m pytest benchmarks/test_multiagent_modules.py --benchmark-enable \
+        -p no:cacheprovider
 """
 
 from __future__ import annotations
