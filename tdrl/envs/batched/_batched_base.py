@@ -6,11 +6,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.batched._runner import Buffers
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.core import EnvBase, EnvCreator, EnvMeta
+from tdrl.envs.core._fast import lookup, put, set_next
 from tdrl.envs.core._keys import broadcast_mask
 
 __all__ = ["BatchedEnvBase", "EnvFactory", "check_torchrl_options"]
@@ -292,16 +293,30 @@ class BatchedEnvBase(EnvBase):
         flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
         if bufs.mask_keys:
             self._publish_action_masks(bufs)
-        tensordict.set("next", self._output(bufs.next))
+        set_next(tensordict, self._output(bufs.next), type(tensordict) is TensorDict)
         root = self._step_mdp(tensordict)
         if any(flags):
-            # workers that did not reset left their root row alone: it equals their next row
-            for w, flag in enumerate(flags):
-                if not flag:
-                    for key, dst in zip(bufs.root.keys, bufs.root.leaves):
-                        dst[w].copy_(bufs.next.leaf(key)[w])
-            root.update(self._output(bufs.root))
+            self._merge_reset_rows(root, bufs, flags)
         return tensordict, root
+
+    def _merge_reset_rows(self, root: TensorDictBase, bufs: Buffers, flags: list[Any]) -> None:
+        """The root rows of the workers that reset come from the root buffer; the others left
+        it alone (their root is their next row, already in ``root``). Fresh tensors."""
+        reset = self._output_mask(flags)
+        for key, path, leaf in zip(bufs.root.keys, bufs.root._paths, bufs.root.leaves):
+            current = lookup(root, path)
+            if current is None:
+                current = self._output_leaf(bufs.next.leaf(key))
+            mask = reset.reshape(-1, *([1] * (leaf.ndim - 1)))
+            put(root, path, torch.where(mask, self._output_leaf(leaf), current))
+
+    def _output_mask(self, flags: list[Any]) -> torch.Tensor:
+        """The per-worker flags as a bool tensor on the device of the outputs."""
+        return torch.tensor([bool(f) for f in flags], device=self.device)
+
+    def _output_leaf(self, leaf: torch.Tensor) -> torch.Tensor:
+        """A buffer leaf as the caller sees it (moved to the env device when it differs)."""
+        return leaf if self.device is None or leaf.device == self.device else leaf.to(self.device)
 
     @property
     def create_env_fns(self) -> list[EnvCreator]:

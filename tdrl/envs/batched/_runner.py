@@ -127,6 +127,8 @@ class EnvRunner:
         # its inputs moved there (outputs are copied back by ``copy_``).
         here = rows.inputs.td.device or torch.device("cpu")
         self._device = env.device if env.device is not None and env.device != here else None
+        # envs that can write their results straight into the rows (e.g. a gymnasium env)
+        self._stepper = env._row_stepper(rows.inputs.td, rows.next.td, rows.root.td)
 
     def _inputs(self, missing: Sequence[int]) -> TensorDictBase:
         td = self.rows.inputs.view(missing)
@@ -134,8 +136,11 @@ class EnvRunner:
 
     def step(self, missing: Sequence[int]) -> None:
         """``env.step`` on the input row; writes ``"next"`` into the next row."""
-        out = self.env.step(self._inputs(missing))
-        self.rows.next.write_all(out.get("next"))
+        if self._stepper is not None:
+            self._stepper(False)
+        else:
+            out = self.env.step(self._inputs(missing))
+            self.rows.next.write_all(out.get("next"))
         if self._mask_keys:
             self._sync_action_masks()
 
@@ -145,11 +150,14 @@ class EnvRunner:
         The next row is always written; the root row only after a reset (otherwise the root
         equals ``"next"`` on every root key, and the caller reads it from there).
         """
-        out, root = self.env.step_and_maybe_reset(self._inputs(missing))
-        self.rows.next.write_all(out.get("next"))
-        reset = any(d.item() if d.numel() == 1 else bool(d.any()) for d in self._next_done)
-        if reset:
-            self.rows.root.write_all(root)
+        if self._stepper is not None:
+            reset = self._stepper(True)
+        else:
+            out, root = self.env.step_and_maybe_reset(self._inputs(missing))
+            self.rows.next.write_all(out.get("next"))
+            reset = any(d.item() if d.numel() == 1 else bool(d.any()) for d in self._next_done)
+            if reset:
+                self.rows.root.write_all(root)
         if self._mask_keys:
             self._sync_action_masks()
         return reset

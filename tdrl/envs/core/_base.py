@@ -126,6 +126,22 @@ class EnvBase(SpecOwner, EnvChecks):
     def _close(self) -> None:
         """Hook: release resources (called once by ``close``)."""
 
+    def _row_stepper(
+        self, inputs: TensorDictBase, nxt: TensorDictBase, root: TensorDictBase
+    ) -> Callable[[bool], bool] | None:
+        """Hook for SerialEnv/ParallelEnv: a direct way to step this env inside a batch.
+
+        ``inputs``, ``nxt`` and ``root`` are this env's rows of the batched env's preallocated
+        buffers (what a step reads, the ``"next"`` entries, the root after a reset). An env may
+        return a callable ``stepper(reset)`` that runs one step reading the actions from
+        ``inputs``, writes every ``"next"`` entry into ``nxt`` in place and, when ``reset`` is
+        true and the step ended the episode, resets and writes every root entry into ``root``;
+        it returns whether it reset. It must give exactly the data of ``step`` (with
+        ``reset``: of ``step_and_maybe_reset``). ``None`` (the default) makes the batched env
+        call the public methods.
+        """
+        return None
+
     def _on_specs_changed(self) -> None:
         self._step_mdp = StepMDP(
             reward_keys=self.reward_keys, done_keys=self.done_keys, action_keys=self.action_keys

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,7 @@ from tdrl.envs.core import EnvBase
 from tdrl.envs.core._fast import lookup, truthy
 from tdrl.envs.libs._gym_info import InfoReader
 from tdrl.envs.libs._gym_pixels import PixelReader
+from tdrl.envs.libs._gym_rows import GymRows
 from tdrl.envs.libs._gym_spaces import make_codec
 from tdrl.specs import Composite, TensorSpec, Unbounded
 
@@ -285,6 +286,13 @@ class GymWrapper(EnvBase):
             for key, value in row.items():
                 out.get(key)[int(i)] = value
         self._cached |= done
+
+    def _row_stepper(
+        self, inputs: TensorDictBase, nxt: TensorDictBase, root: TensorDictBase
+    ) -> Callable[[bool], bool] | None:
+        """Single envs with a Box observation step straight into a batched env's rows (see
+        ``EnvBase._row_stepper`` and ``GymRows``)."""
+        return GymRows.build(self, inputs, nxt, root)
 
     def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed
