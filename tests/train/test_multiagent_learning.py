@@ -51,3 +51,19 @@ def test_ppo_presets_learn_navigation(preset, tmp_path):
     10.6 to 14.9 (ippo), so the smallest gain was 10.3."""
     before, after = _learn(preset, NAVIGATION, 0, tmp_path)
     assert after - before >= 8.0, (before, after)
+
+
+def test_qmix_preset_learns_vmas_navigation(tmp_path):
+    """The qmix preset on its own scenario (VMAS navigation, 4 agents, discrete actions,
+    100-step episodes) after 8,000 frames (1,600 random, epsilon annealed over 4,800): the
+    deterministic return (sum over the episode of the agents' mean reward, 20 episodes) beats
+    the untrained greedy policy's, which drives every agent off in one direction, by at least
+    3. Measured with seeds 0-7: untrained -15.9 to -5.5, trained -2.3 to 0.5, smallest gain 4.7
+    (the full preset reaches about 3.9 after 160,000 frames)."""
+    overrides = [
+        "frames=8000",
+        "collector.init_random_frames=1600",
+        "exploration.annealing_frames=4800",
+    ]
+    before, after = _learn("qmix", overrides, 0, tmp_path)
+    assert after - before >= 3.0, (before, after)
