@@ -107,8 +107,9 @@ class EnvChecks:
     def _check_actions(self, tensordict: TensorDictBase) -> None:
         if type(tensordict) is TensorDict:
             # Fast pass over the plain data; any doubt goes to the full check below.
+            store = tensordict._tensordict
             for path, shape, dtype in self._action_paths:
-                value = lookup(tensordict, path)
+                value = store.get(path[0]) if len(path) == 1 else lookup(tensordict, path)
                 if value is None or value.dtype != dtype or value.shape != shape:
                     break
             else:

@@ -156,6 +156,14 @@ class GymWrapper(EnvBase):
         self._cache: TensorDictBase | None = None
         self._cached = np.zeros(batch or (1,), dtype=bool)
         self._to_device = dev is not None and dev.type != "cpu"
+        # the common case _step converts inline: what _observation/_flags/_finish would do
+        self._simple = not (
+            self.is_vector
+            or self._pixels is not None
+            or self._info.specs
+            or self._obs_is_dict
+            or self._to_device
+        )
 
     def _set_specs(self) -> None:
         b, dev = self.batch_size, self.device
@@ -260,6 +268,16 @@ class GymWrapper(EnvBase):
         value = tensordict._tensordict.get("action") if type(tensordict) is TensorDict else None
         action = self._act_codec.encode(tensordict.get("action") if value is None else value)
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._simple:  # one env, one observation array: the conversions inline
+            term, trunc = bool(terminated), bool(truncated)
+            data = {
+                "observation": self._obs_codec.decode(obs),
+                "reward": torch.from_numpy(np.array([reward], dtype=np.float32)),
+                "done": torch.from_numpy(np.array([term or trunc])),
+                "terminated": torch.from_numpy(np.array([term])),
+                "truncated": torch.from_numpy(np.array([trunc])),
+            }
+            return TensorDict._new_unsafe(data, batch_size=self.batch_size, nested=False)
         data = self._observation(obs, info)
         if self.is_vector:
             data["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).unsqueeze(-1)
