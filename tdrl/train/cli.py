@@ -20,6 +20,8 @@ tdrl: train and evaluate reinforcement-learning agents.
   tdrl train ppo                      PPO on the built-in CartPole (the default preset)
   tdrl train sac --frames 15000       SAC on the built-in Pendulum
   tdrl train dqn --env gym:CartPole-v1 --num-envs 4
+  tdrl train mappo                    multi-agent PPO on VMAS navigation (also ippo, qmix)
+  tdrl train dqn --compile            torch.compile the update step
   tdrl train ppo --resume runs/ppo-20261129-120000
   tdrl eval runs/ppo-20261129-120000  replay the saved policy deterministically
 """
@@ -45,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "preset", nargs="?", default="ppo", choices=PRESETS, help="algorithm preset (default: ppo)"
     )
-    train.add_argument("--env", help="built-in env name (CartPole, Pendulum) or gym:<id>")
+    train.add_argument(
+        "--env",
+        help="built-in env name (CartPole, Pendulum, Navigation), gym:<id>, vmas:<scenario> "
+        "or pettingzoo:<task>",
+    )
     train.add_argument("--frames", type=int, help="frame budget")
     train.add_argument("--num-envs", type=int, help="number of envs collected from in parallel")
     train.add_argument("--seed", type=int, help="random seed")
@@ -66,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", help="device for envs and networks (default: cpu)")
     train.add_argument("--quiet", action="store_true", help="no progress bar (for logs)")
     train.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the update step (settings: --set compile.backend/mode/policy=...)",
+    )
     train.add_argument(
         "--ray",
         nargs="?",
@@ -160,6 +171,8 @@ def _ray_settings(args: argparse.Namespace) -> Any:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     config = _train_config(args)
+    if args.compile:  # kept in the run's config.json: --resume compiles too
+        config["compile"] = {**config.get("compile", {}), "enabled": True}
     out = args.resume or args.out or f"runs/{config['algorithm']}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = make_trainer(
         config,
