@@ -116,8 +116,10 @@ class RayReplayBuffer:
             raise
 
     # ------------------------------------------------------------------ plumbing
-    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        where = f"RayReplayBuffer.{method}"
+    def _call(self, method: str, *args: Any, timeout: float | None = None, public: str = "") -> Any:
+        """Runs ``method`` of the buffer actor (errors name ``public``, default ``method``)."""
+        public = public or method
+        where = f"RayReplayBuffer.{public}"
         if self._actor is None:
             raise RuntimeError(
                 f"{where}: the buffer is closed (got a call after close()). Build a new "
@@ -127,7 +129,7 @@ class RayReplayBuffer:
         try:
             return get(ref, timeout or self.options.call_timeout, where)
         except ActorLost as err:
-            raise self._died(method, err) from err.cause
+            raise self._died(public, err) from err.cause
 
     def _died(self, method: str, err: ActorLost) -> WorkerError:
         return WorkerError(
@@ -196,7 +198,7 @@ class RayReplayBuffer:
         self._call("empty", empty_write_count)
 
     def __len__(self) -> int:
-        return int(self._call("length"))
+        return int(self._call("length", public="__len__"))
 
     @property
     def write_count(self) -> int:

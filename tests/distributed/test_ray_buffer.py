@@ -3,6 +3,7 @@ checkpoint format both ways, every refusal of the local loads, ownership and fai
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import shutil
 
@@ -135,7 +136,7 @@ def test_copies_share_the_actor_and_only_the_owner_kills_it(ray_session, kill_ac
     owner.empty(empty_write_count=False)
     assert len(owner) == 0 and owner.write_count == 5
     kill_actor(owner.actor)
-    with pytest.raises(WorkerError, match="buffer actor is gone"):
+    with pytest.raises(WorkerError, match=r"RayReplayBuffer.__len__: the buffer actor is gone"):
         len(owner)
     owner.close()
     owner.close()
@@ -144,6 +145,24 @@ def test_copies_share_the_actor_and_only_the_owner_kills_it(ray_session, kill_ac
 
 
 def test_constructor_arguments_fail_as_for_a_local_buffer(ray_session):
+    params = inspect.signature(RayReplayBuffer).parameters  # TorchRL 0.14.1's, then options
+    assert list(params) == [
+        "args",
+        "replay_buffer_cls",
+        "ray_init_config",
+        "remote_config",
+        "transport",
+        "transport_options",
+        "delayed_init",
+        "options",
+        "kwargs",
+    ]
+    assert params["replay_buffer_cls"].default is ReplayBuffer
+    assert [params[k].default for k in ("transport", "transport_options", "delayed_init")] == [
+        "auto",
+        None,
+        False,
+    ]
     with pytest.raises(TypeError, match="must be a tdrl ReplayBuffer class"):
         RayReplayBuffer(replay_buffer_cls=dict)
     with pytest.raises(ValueError, match="transport='distributed' is not supported"):
