@@ -15,6 +15,7 @@ from tdrl.collectors import Collector
 from tdrl.envs import EnvBase
 from tdrl.train._builders import make_env
 from tdrl.train._checkpoint import load_latest, report_to_stderr, save_checkpoint
+from tdrl.train._compile import compile_settings, policy_compile
 from tdrl.train._eval import EpisodeTracker, evaluate
 from tdrl.train._logging import (
     RunLogger,
@@ -53,6 +54,12 @@ class Trainer:
         resume: bool = False,
         ray: Any = None,
     ) -> None:
+        if compile_settings(config) is not None and not self.compiles:
+            raise ValueError(
+                f"tdrl train --compile: {type(self).__name__} does not compile its update (got "
+                f"algorithm {config['algorithm']!r}; expected ppo, a2c, dqn, sac, td3 or ddpg). "
+                "Drop --compile."
+            )
         self.config = config
         self.ray = ray
         self.out_dir = Path(out_dir)
@@ -97,6 +104,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ hooks
     policy: Any
+    compiles = False  # whether the subclass compiles its update step with --compile
 
     def _train(self) -> None:
         raise NotImplementedError
@@ -110,6 +118,7 @@ class Trainer:
                 policy,
                 frames_per_batch=frames_per_batch,
                 init_random_frames=init_random_frames,
+                compile_policy=policy_compile(self.config),
             )
         from tdrl.train._ray_collect import ray_rollouts
 
