@@ -256,6 +256,31 @@ class TestQValue:
         out = actor(td)
         assert bool(out["agents", "action"][..., 2].all())
 
+    @pytest.mark.parametrize("n_agents", [1, 3])
+    def test_categorical_group_actions_take_the_spec_shape(self, n_agents) -> None:
+        # A group's Composite holds the agent dim: a one-agent group's [B, 1] action has no
+        # extra trailing dim, while a flat Categorical of shape [B, 1] keeps its own.
+        group = Composite(action=Categorical(4, shape=(2, n_agents)), shape=(2, n_agents))
+        spec = Composite(player=group, shape=(2,))
+        actor = QValueActor(
+            nn.Linear(3, 4),
+            [("player", "observation")],
+            spec=spec,
+            action_key=("player", "action"),
+            action_value_key=("player", "action_value"),
+        )
+        td = TensorDict(
+            player=TensorDict(observation=torch.randn(2, n_agents, 3), batch_size=[2, n_agents]),
+            batch_size=[2],
+        )
+        action = actor(td)["player", "action"]
+        assert action.shape == (2, n_agents)
+        assert spec["player", "action"].is_in(action)
+        flat = QValueActor(
+            nn.Linear(3, 4), spec=Composite(action=Categorical(4, shape=(2, 1)), shape=(2,))
+        )
+        assert flat(_td((2,)))["action"].shape == (2, 1)
+
     def test_cannot_infer_space(self) -> None:
         with pytest.raises(ValueError, match="cannot tell the action space"):
             QValueModule(spec=Unbounded(shape=(3,)))

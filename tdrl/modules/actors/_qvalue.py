@@ -12,7 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn.functional import one_hot
 
-from tdrl.modules.actors._spec_utils import as_key_list, spec_for_key
+from tdrl.modules.actors._spec_utils import as_key_list, event_shape, spec_for_key
 from tdrl.specs import Categorical, OneHot, TensorSpec
 
 __all__ = ["QValueActor", "QValueModule"]
@@ -76,7 +76,8 @@ class QValueModule(TensorDictModuleBase):
 
     Output format: a one-hot action has the spec's dtype (``torch.int64`` without a spec); a
     categorical action has the spec's dtype (``torch.int64`` without a spec) and gets a trailing
-    dim of size 1 when the spec shape ends with 1.
+    dim of size 1 when one action of the spec has shape ``(1,)`` (the leaf's shape past the dims
+    of the Composite holding it, so a one-agent group's ``[*B, 1]`` agent dim is not one).
 
     Args:
         action_space: ``"one_hot"`` (or ``"one-hot"``) or ``"categorical"``; inferred from
@@ -150,9 +151,9 @@ class QValueModule(TensorDictModuleBase):
         # TorchRL's one-hot actions are int64 when no spec gives a dtype.
         default = torch.int64
         self._dtype = leaf.dtype if leaf is not None and leaf.dtype is not None else default
-        self._unsqueeze = (
-            self.action_space == "categorical" and leaf is not None and leaf.shape[-1:] == (1,)
-        )
+        # A trailing size-1 dim of one action (not an agent dim of a one-agent group).
+        event = event_shape(spec, action_key, leaf)[-1:] if leaf is not None else ()
+        self._unsqueeze = self.action_space == "categorical" and event == (1,)
         self.action_key = action_key
         self.action_value_key = action_value_key
         self.chosen_action_value_key = chosen_action_value_key

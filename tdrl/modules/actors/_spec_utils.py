@@ -9,7 +9,7 @@ from tensordict.utils import NestedKey
 
 from tdrl.specs import Composite, TensorSpec
 
-__all__ = ["as_key_list", "spec_for_key"]
+__all__ = ["as_key_list", "event_shape", "spec_for_key"]
 
 
 def as_key_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:
@@ -27,3 +27,15 @@ def spec_for_key(spec: TensorSpec | None, key: NestedKey, first: bool) -> Tensor
         found = spec.get(cast(Any, key), None)
         return found if isinstance(found, TensorSpec) and not isinstance(found, Composite) else None
     return spec if first else None
+
+
+def event_shape(spec: TensorSpec | None, key: NestedKey, leaf: TensorSpec) -> tuple[int, ...]:
+    """The shape of one element of ``key``'s leaf: its shape past the dims of the Composite
+    that holds it (an agent group's Composite includes the agent dim). For a bare leaf spec
+    there is no such Composite: the whole leaf shape is returned."""
+    if not isinstance(spec, Composite):
+        return tuple(leaf.shape)
+    path = (key,) if isinstance(key, str) else tuple(key)
+    parent = spec if len(path) == 1 else spec.get(cast(Any, path[:-1]), None)
+    lead = len(parent.shape) if isinstance(parent, Composite) else 0
+    return tuple(leaf.shape[lead:])
