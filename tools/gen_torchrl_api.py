@@ -27,10 +27,12 @@ Scope rule (review changes to ``SCOPE`` against it):
    spec class, storages/samplers/writers.
 3. Out of scope: deprecated aliases (``TD0Estimate``, ``EGreedyWrapper``, ... ; ``CompositeSpec`` and
    ``SyncDataCollector`` no longer exist in 0.14.1), LLM/tokenizer/VLA pieces, simulator wrappers
-   other than gymnasium (Brax, DMControl, Isaac, PettingZoo, ...), Atari- or pretrained-vision-
+   other than gymnasium, PettingZoo and VMAS (Brax, DMControl, Isaac, ...), Atari- or pretrained-vision-
    specific transforms (EndOfLife, R3M, VIP, VC1), model-based/planning/Dreamer/decision-transformer
    parts, Ray/remote services, weight *updaters* (replaced by weight sync schemes), estimators and
-   losses tdrl does not claim (VTrace, MultiAgentGAE, TD3BC, CrossQ, ...).
+   losses tdrl does not claim (VTrace, MultiAgentGAE, TD3BC, CrossQ, ...). Issue 17 brought the
+   PettingZoo and VMAS wrappers, TorchRL's agent grouping (``MarlGroupMapType``,
+   ``check_marl_grouping``), the mixers and ``QMixerLoss`` into scope.
 4. Members: the ``__init__`` of each class plus the listed public methods/properties; for enums the
    listed members. A TorchRL name whose module maps to tdrl.data but that is a spec maps to
    tdrl.specs (see ``SPEC_NAMES``).
@@ -131,6 +133,12 @@ ENVS: dict[str, tuple[str, ...]] = {
     "TransformedEnv": ("append_transform", "insert_transform", "transform"),
     "ObservationNorm": ("init_stats",),
     "VecNorm": ("freeze", "unfreeze"),
+    "PettingZooWrapper": (),
+    "PettingZooEnv": (),
+    "VmasWrapper": (),
+    "VmasEnv": (),
+    "MarlGroupMapType": ("ALL_IN_ONE_GROUP", "ONE_GROUP_PER_AGENT"),
+    "check_marl_grouping": (),
 }
 ENVS.update(
     dict.fromkeys(
@@ -193,7 +201,8 @@ MODULES.update(
             "Actor ProbabilisticActor ValueOperator QValueActor QValueModule MLP ConvNet"
             " MultiAgentMLP MultiAgentConvNet NormalParamExtractor TanhModule RandomPolicy Delta"
             " IndependentNormal MaskedCategorical MaskedOneHotCategorical OneHotCategorical"
-            " TanhDelta TanhNormal TruncatedNormal set_recurrent_mode recurrent_mode"
+            " TanhDelta TanhNormal TruncatedNormal set_recurrent_mode recurrent_mode QMixer"
+            " VDNMixer"
         ).split(),
         (),
     )
@@ -217,6 +226,7 @@ OBJECTIVES: dict[str, tuple[str, ...]] = {
     "CQLLoss": (*LOSS, "actor_loss", "alpha_loss", "q_loss", "cql_loss"),
     "DiscreteCQLLoss": (*LOSS, "value_loss", "cql_loss"),
     "REDQLoss": LOSS,
+    "QMixerLoss": LOSS,
     "TargetNetUpdater": ("step", "init_"),
     "SoftUpdate": ("step", "init_"),
     "HardUpdate": ("step", "init_"),
