@@ -410,11 +410,17 @@ class TransformedEnv(EnvBase):
                 inner = t._inv_call(inner)
         plain = type(tensordict) is TensorDict
         policy_next = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
-        if inner is tensordict and self._same_actions is self.base_env._action_checks:
-            # step checked these very action entries against the same specs: no second check
-            nxt = self.base_env._step_checked(inner).get("next")
+        base = self.base_env
+        if inner is tensordict and self._same_actions is base._action_checks:
+            # step checked these very action entries against the same specs: the base env's
+            # step without its check, and without setting "next" (this env's step sets it,
+            # and the policy's entries under "next" are added below)
+            nxt = base._step(inner)
+            base._fill_done(nxt)
+            if base.run_type_checks:
+                base._type_check(nxt, ("observation", "reward", "done"), "step")
         else:
-            nxt = self.base_env.step(inner).get("next")
+            nxt = base.step(inner).get("next")
         if isinstance(policy_next, TensorDictBase) and policy_next is not nxt:
             for key in policy_next.keys(True, True):
                 if nxt.get(key, None) is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
@@ -67,6 +69,7 @@ class RewardSum(Transform):
                 f"and {self.out_keys}; expected one sum per reward). Pass as many keys."
             )
         self._zeros: list[tuple[torch.Size, torch.dtype]] = []
+        self._paths: tuple[Any, list[tuple[tuple[str, ...], tuple[str, ...]]]] | None = None
 
     def _bind(self, parent: EnvBase) -> None:
         if self._auto_in:
@@ -130,8 +133,15 @@ class RewardSum(Transform):
         return tensordict_out
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for in_key, out_key in zip(self.in_keys, self.out_keys):
-            in_path, out_path = key_tuple(in_key), key_tuple(out_key)
+        paths = self._paths
+        if paths is None or paths[0] != (self.in_keys, self.out_keys):  # keys set after _bind
+            paths = self._paths = (
+                (list(self.in_keys), list(self.out_keys)),
+                [(key_tuple(i), key_tuple(o)) for i, o in zip(self.in_keys, self.out_keys)],
+            )
+        for (in_key, out_key), (in_path, out_path) in zip(
+            zip(self.in_keys, self.out_keys), paths[1]
+        ):
             prev = lookup(tensordict, out_path)
             if prev is None:
                 raise self._missing_key(out_key, tensordict, "_step")
