@@ -121,6 +121,8 @@ class EnvRunner:
         self._reset_keys = [g.reset for g in env.done_groups]
         self._mask_keys = rows.mask_keys
         self._masked = [False] * len(self._mask_keys)
+        self._mask_spec: object = None  # the action spec the leaves below were read from
+        self._mask_leaves: list[object] = []
         done_keys = {g.done for g in env.done_groups}
         self._next_done = [t for k, t in zip(rows.next.keys, rows.next.leaves) if k in done_keys]
         # ParallelEnv buffers live on the cpu (shared memory); an env on another device gets
@@ -179,8 +181,10 @@ class EnvRunner:
     def _sync_action_masks(self) -> None:
         """Publishes the masks of the sub-env's discrete action specs (set by e.g. ActionMask)."""
         spec = self.env.full_action_spec
-        for j, key in enumerate(self._mask_keys):
-            mask = getattr(spec[key], "mask", None)
+        if spec is not self._mask_spec:  # specs are replaced (not edited) when they change
+            self._mask_spec, self._mask_leaves = spec, [spec[key] for key in self._mask_keys]
+        for j, leaf in enumerate(self._mask_leaves):
+            mask = getattr(leaf, "mask", None)
             if mask is not None:
                 self.rows.action_masks[j].copy_(mask)
                 if not self._masked[j]:
