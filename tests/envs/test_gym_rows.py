@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -120,3 +122,19 @@ def test_a_wrong_observation_shape_raises_as_in_the_general_path():
     general = SerialEnv(2, lambda: GeneralGymEnv("tdrl-test/WrongShape-v0"))
     with pytest.raises((SpecError, WorkerError, RuntimeError), match="shape"):
         general.step(general.rand_action(general.reset()))
+
+
+def test_a_deep_copy_of_a_started_env_steps_its_own_rows():
+    fast, slow = _pair("cartpole_categorical", 2)
+    fast.reset()  # the steppers exist
+    twin = copy.deepcopy(fast)
+    twin.set_seed(3)
+    ta, sa = twin.reset(), slow.reset()
+    for _ in range(30):
+        action = twin.rand_action()["action"]
+        (t_out, ta), (s_out, sa) = (
+            twin.step_and_maybe_reset(ta.set("action", action)),
+            slow.step_and_maybe_reset(sa.set("action", action)),
+        )
+        _same(t_out, s_out)
+    assert fast._buffers.next.td["observation"].abs().sum() == 0  # the original is untouched

@@ -300,8 +300,7 @@ class EnvBase(SpecOwner, EnvChecks):
         return self._step_checked(tensordict)
 
     def _step_checked(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """``step`` after the action check (a TransformedEnv whose own check covered the same
-        actions calls it on its base env)."""
+        """``step`` after the action check: ``_step``, the done leaves, ``"next"``."""
         plain = type(tensordict) is TensorDict
         preset = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
         nxt = self._step(tensordict)

@@ -52,13 +52,28 @@ class GymRows:
         self._env = owner.env
         self._encode = owner._act_codec.encode
         self._action = action
+        self._tensors = (nxt, root)
+        self._views()
+        # what gymnasium must return (the general path would fail on another shape)
+        self._shape = tuple(owner.env.observation_space.shape)
+
+    def _views(self) -> None:
+        """numpy views of the row tensors (made again after a copy: numpy arrays do not keep
+        sharing torch memory through ``copy.deepcopy``, the tensors do)."""
+        nxt, root = self._tensors
         self._obs, self._reward = nxt["observation"].numpy(), nxt["reward"].numpy()
         self._done, self._term = nxt["done"].numpy(), nxt["terminated"].numpy()
         self._trunc = nxt["truncated"].numpy()
         self._root_obs = root["observation"].numpy()
         self._root_flags = [root[k].numpy() for k in ("done", "terminated", "truncated")]
-        # what gymnasium must return (the general path would fail on another shape)
-        self._shape = tuple(owner.env.observation_space.shape)
+
+    def __getstate__(self) -> dict[str, Any]:
+        views = ("_obs", "_reward", "_done", "_term", "_trunc", "_root_obs", "_root_flags")
+        return {k: v for k, v in self.__dict__.items() if k not in views}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     @staticmethod
     def build(
