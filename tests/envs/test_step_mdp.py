@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -156,3 +159,13 @@ def test_fast_merge_equals_the_general_path(batch, options):
     assert set(fast.keys(True, True)) == set(slow.keys(True, True))
     for key in slow.keys(True, True):
         assert fast.get(key) is slow.get(key), key  # same tensors, shared with the input
+
+
+def test_a_copied_plan_starts_without_the_layout_plans_of_the_original():
+    env = NestedCountingEnv(batch_size=(2,))
+    td = env.rand_step()
+    want = env.step_mdp(td)
+    for twin in (copy.deepcopy(env._step_mdp), pickle.loads(pickle.dumps(env._step_mdp))):
+        assert twin._plans == {}  # they were keyed by the original's tree ids
+        got = twin(td)
+        assert set(got.keys(True, True)) == set(want.keys(True, True))

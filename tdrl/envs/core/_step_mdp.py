@@ -161,6 +161,10 @@ class StepMDP:
             return next_tensordict
         return out
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the plans are keyed by the ids of this object's trees: a copy starts without them
+        return {**self.__dict__, "_plans": {}}
+
     def _merge(
         self, nxt: TensorDict, root: TensorDict | None, next_tree: _ExclTree, root_tree: _ExclTree
     ) -> TensorDict:
