@@ -13,6 +13,7 @@ from typing import Any
 from tensordict import TensorDictBase
 
 from tdrl.train._builders import make_env
+from tdrl.train._compile import policy_compile
 
 __all__ = ["RayRollouts", "RaySettings", "ray_rollouts"]
 
@@ -122,5 +123,7 @@ def ray_rollouts(
         init_random_frames=init_random_frames,
         sync=True,
         update_after_each_batch=True,
+        # --compile with compile.policy: each actor compiles its policy, as a local collector
+        collector_kwargs={"compile_policy": policy_compile(config)},
     )
     return RayRollouts(collector)
