@@ -15,10 +15,10 @@ agent a value. ``ClipPPOLoss`` and its GAE estimator read the group's nested key
 
 Run: python examples/mappo_vmas.py --frames 100000
 
-Measured on 2 CPUs (one torch thread): the return (the sum over the 100-step episode of the
-agents' mean reward; VMAS gives every agent the team's shaping reward) of the deterministic
-policy is about -0.5 untrained and about 3.7 after 100,000 frames (about 2 minutes), close to
-the 4 that taking every agent straight to its goal earns.
+Measured on 2 shared CPUs (one torch thread, seed 0): the deterministic return (the sum over
+the 100-step episode of the agents' mean reward; VMAS gives every agent the team's shaping
+reward) reaches 3.9 after 100,000 frames (a few minutes), close to the 4 that taking every
+agent straight to its goal earns.
 """
 
 from __future__ import annotations
@@ -56,7 +56,12 @@ def main(
 
     policy_net = nn.Sequential(
         MultiAgentMLP(
-            n_obs, 2 * action_spec.shape[-1], n_agents, centralized=False, share_params=True
+            n_obs,
+            2 * action_spec.shape[-1],
+            n_agents,
+            centralized=False,
+            share_params=True,
+            num_cells=[64, 64],  # without hidden sizes a MultiAgentMLP is one linear layer
         ),
         NormalParamExtractor(),  # loc and a positive scale
     )
@@ -69,11 +74,19 @@ def main(
         return_log_prob=True,  # written at (GROUP, "action_log_prob")
     )
     critic = TensorDictModule(
-        MultiAgentMLP(n_obs, 1, n_agents, centralized=True, share_params=True),
+        MultiAgentMLP(n_obs, 1, n_agents, centralized=True, share_params=True, num_cells=[64, 64]),
         [(GROUP, "observation")],
         [(GROUP, "state_value")],
     )
-    loss = ClipPPOLoss(actor, critic, clip_epsilon=0.2, entropy_bonus=False)
+    loss = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=0.2,
+        entropy_bonus=False,
+        critic_coeff=0.5,  # "l2" is the full squared error: 0.5 * MSE
+        loss_critic_type="l2",
+        normalize_advantage=True,  # the shaping rewards are small: standardise the advantages
+    )
     loss.set_keys(
         action=(GROUP, "action"),
         sample_log_prob=(GROUP, "action_log_prob"),
@@ -85,7 +98,7 @@ def main(
         terminated="terminated",
     )
     loss.make_value_estimator("GAE", gamma=0.99, lmbda=0.9)
-    optim = torch.optim.Adam(loss.parameters(), lr=3e-4)
+    optim = torch.optim.Adam(loss.parameters(), lr=3e-4, eps=1e-5)
 
     collector = Collector(env, actor, frames_per_batch=num_envs * max_steps, total_frames=frames)
     for i, batch in enumerate(collector):

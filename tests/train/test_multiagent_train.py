@@ -35,6 +35,7 @@ RUNS = [
     ("ippo", "pettingzoo:simple_spread_v3", {"agent": 3}),
     ("qmix", "vmas:navigation", {"agents": 4}),
     ("qmix", "pettingzoo:simple_spread_v3", {"agent": 3}),
+    ("qmix", "pettingzoo:simple_spread_v3+state", {"agent": 3}),  # a QMixer on "state"
     # several groups: one network (and loss) per group
     ("mappo", "pettingzoo:simple_adversary_v3", {"adversary": 1, "agent": 2}),
     ("qmix", "vmas:simple_tag", {"adversary": 3, "agent": 1}),
@@ -43,6 +44,8 @@ RUNS = [
 
 def _config(preset, env, extra=()):
     tiny = TINY + (QMIX_TINY if preset == "qmix" else PPO_TINY)
+    if env.endswith("+state"):
+        env, extra = env[: -len("+state")], [*extra, "env_options.return_state=true"]
     return load_config(preset, overrides=[f"env={json.dumps(env)}", *tiny, *extra])
 
 
@@ -54,7 +57,11 @@ def _rows(run_dir):
 
 @pytest.mark.parametrize(("preset", "env", "groups"), RUNS)
 def test_preset_writes_a_run_with_per_group_returns(tmp_path, preset, env, groups):
-    summary = make_trainer(_config(preset, env), tmp_path, quiet=True).run()
+    trainer = make_trainer(_config(preset, env), tmp_path, quiet=True)
+    if env.endswith("+state"):
+        assert "state" in trainer.group_losses["agent"].mixer_network.in_keys
+        env = env[: -len("+state")]
+    summary = trainer.run()
     assert summary["frames"] == 256 and summary["groups"] == groups
     for g in groups:
         assert isinstance(summary[f"final_eval_return/{g}"], float)
