@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
 
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import HardUpdate, SoftUpdate
-from tdrl.train._compile import compile_step
+from tdrl.train._compile import compile_loss
 from tdrl.train._off_policy_agents import make_agent
 from tdrl.train._trainer import Trainer
 
@@ -61,7 +60,7 @@ class OffPolicyTrainer(Trainer):
         self._updates = 0
         self._owed = 0.0
         self._stored_keys = list(self.env.fake_tensordict().keys(True, True))
-        self._step = compile_step(self._gradient_step, config)
+        compile_loss(self.agent.loss, config)
 
     def _counters(self) -> dict[str, Any]:
         return {**super()._counters(), "updates": self._updates, "owed": self._owed}
@@ -76,16 +75,9 @@ class OffPolicyTrainer(Trainer):
 
     def _update_once(self) -> dict[str, float]:
         batch = self.buffer.sample()
-        delay = int(self.config["loss"].get("policy_delay", 1) or 1)
-        losses = self._step(batch, self._updates % delay == 0)
-        self.target.step()
-        self._updates += 1
-        return {k: float(v) for k, v in losses.items()}
-
-    def _gradient_step(self, batch: TensorDictBase, actor_step: bool) -> dict[str, torch.Tensor]:
-        """Loss, backward and optimiser step (compiled with ``--compile``): the loss terms."""
         out = self.agent.loss(batch)
-        skip = () if actor_step else self.agent.actor_loss_keys
+        delay = int(self.config["loss"].get("policy_delay", 1) or 1)
+        skip = self.agent.actor_loss_keys if self._updates % delay else ()
         total = sum(v for k, v in out.items() if _is_loss(k) and k not in skip)
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()  # type: ignore[union-attr]
@@ -93,7 +85,9 @@ class OffPolicyTrainer(Trainer):
         if max_norm:
             torch.nn.utils.clip_grad_norm_(self.agent.loss.parameters(), max_norm)
         self.optimizer.step()
-        return {k: v.detach() for k, v in out.items() if _is_loss(k)}
+        self.target.step()
+        self._updates += 1
+        return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
 
     def _train(self) -> None:
         cc = self.config["collector"]

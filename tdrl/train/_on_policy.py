@@ -9,7 +9,7 @@ from tensordict import TensorDictBase
 
 from tdrl.objectives import A2CLoss, ClipPPOLoss, PolicyGradientLoss
 from tdrl.train._builders import make_actor_critic
-from tdrl.train._compile import compile_step
+from tdrl.train._compile import compile_loss
 from tdrl.train._trainer import Trainer
 
 __all__ = ["OnPolicyTrainer"]
@@ -55,7 +55,7 @@ class OnPolicyTrainer(Trainer):
         self.optimizer = torch.optim.Adam(loss.parameters(), lr=self.lr, eps=1e-5, fused=True)
         self.modules = {"loss": loss}
         self.optimizers = {"optim": self.optimizer}
-        self._step = compile_step(self._minibatch_step, config)
+        compile_loss(loss, config)
 
     def _update(self, batch: TensorDictBase) -> dict[str, float]:
         lc, oc = self.config["loss"], self.config["optim"]
@@ -70,22 +70,17 @@ class OnPolicyTrainer(Trainer):
         for _ in range(int(lc.get("epochs", 1))):
             perm = torch.randperm(n)
             for start in range(0, n - mb + 1, mb):
-                out = self._step(flat[perm[start : start + mb]], max_norm)
+                out = self.loss(flat[perm[start : start + mb]])
+                total = sum(v for k, v in out.items() if k.startswith("loss_"))
+                self.optimizer.zero_grad(set_to_none=True)
+                total.backward()  # type: ignore[union-attr]
+                if max_norm:
+                    torch.nn.utils.clip_grad_norm_(self.loss.parameters(), max_norm)
+                self.optimizer.step()
                 for k, v in out.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
+                    sums[k] = sums.get(k, 0.0) + float(v.detach())
                 count += 1
         return {k: v / max(count, 1) for k, v in sums.items()}
-
-    def _minibatch_step(self, minibatch: TensorDictBase, max_norm: float) -> dict[str, Any]:
-        """Loss, backward and optimiser step (compiled with ``--compile``): the outputs."""
-        out = self.loss(minibatch)
-        total = sum(v for k, v in out.items() if k.startswith("loss_"))
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()  # type: ignore[union-attr]
-        if max_norm:
-            torch.nn.utils.clip_grad_norm_(self.loss.parameters(), max_norm)
-        self.optimizer.step()
-        return {k: v.detach() for k, v in out.items()}
 
     def _anneal(self) -> None:
         if self.config["optim"].get("anneal_lr"):

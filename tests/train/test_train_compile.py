@@ -1,4 +1,5 @@
-"""tdrl train --compile: the flag reaches the trainers, is kept for --resume, checks its table."""
+"""tdrl train --compile: the flag reaches the trainers (their loss is compiled), is kept for
+--resume, and its [compile] table is checked."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ GRAPHS: list[int] = []
 
 @torch._dynamo.register_backend(name="tdrl_test_counting")
 def _counting_backend(gm, example_inputs):
-    """Runs each graph as traced and counts it: the tests see that the step was compiled."""
+    """Runs each graph as traced and counts it: the tests see that the loss was compiled."""
     GRAPHS.append(len(gm.graph.nodes))
     return gm.forward
 
@@ -24,14 +25,14 @@ def _counting_backend(gm, example_inputs):
 TINY = ["--quiet", "--set", "eval.every_frames=0", "--set", "eval.episodes=2"]
 
 
-def test_compile_flag_compiles_the_off_policy_update_and_resume_keeps_it(tmp_path):
+def test_compile_flag_compiles_the_off_policy_loss_and_resume_keeps_it(tmp_path):
     out = tmp_path / "run"
     GRAPHS.clear()
     argv = ["train", "dqn", "--compile", "--frames", "128", "--out", str(out), *TINY]
     argv += ["--set", "compile.backend=tdrl_test_counting", "--set", "model.hidden=[8]"]
     argv += ["--set", "collector.init_random_frames=64", "--set", "collector.frames_per_batch=64"]
     assert main(argv) == 0
-    assert GRAPHS  # the update step went through torch.compile
+    assert GRAPHS  # the loss went through torch.compile
     config = json.loads((out / "config.json").read_text())
     assert config["compile"]["enabled"] is True
     assert json.loads((out / "summary.json").read_text())["frames"] == 128
@@ -41,7 +42,7 @@ def test_compile_flag_compiles_the_off_policy_update_and_resume_keeps_it(tmp_pat
     assert trainer.run()["frames"] == 192 and GRAPHS
 
 
-def test_compile_flag_compiles_the_on_policy_minibatch_step(tmp_path):
+def test_compile_flag_compiles_the_on_policy_loss(tmp_path):
     GRAPHS.clear()
     argv = ["train", "a2c", "--compile", "--frames", "64", "--num-envs", "2"]
     argv += ["--out", str(tmp_path / "run"), *TINY, "--set", "compile.backend=tdrl_test_counting"]
