@@ -329,10 +329,11 @@ class LossModule(nn.Module):
         mode). With inductor, random draws use the eager generator (see ``options``):
         compiled and eager losses draw the same numbers.
 
-        The whole update step (loss, backward, optimiser step, target update) can also be
-        compiled with ``torch.compile(update)``, as TorchRL's scripts do: tdrl's losses,
-        value estimators and target updaters trace inside it (``tdrl train --compile`` does
-        this). Whether it pays depends on the networks: README's "torch.compile" has figures.
+        ``tdrl train --compile`` calls it. The whole update step (loss, backward, optimiser
+        step, target update) can also be compiled with ``torch.compile(update)``, as TorchRL's
+        scripts do: tdrl's losses, value estimators and target updaters trace inside it. With
+        a fused Adam, compiling the loss alone measured as fast or faster; whether it pays
+        depends on the networks (README's "torch.compile" has the figures).
 
         Args:
             backend: ``"inductor"`` (generated code), ``"aot_eager"``/``"eager"`` (tracing
