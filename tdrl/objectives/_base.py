@@ -381,10 +381,11 @@ def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self._pending_targets and args and isinstance(args[0], TensorDictBase):
             self._materialize_targets(args[0])
-        if torch.compiler.is_compiling() and self._value_estimator is None:
+        compiling = torch.compiler.is_compiling()
+        if compiling and self._value_estimator is None:
             if self.default_value_estimator is not None:
                 self._make_default_estimator()  # here (one graph break), not deep inside
-        if torch.compiler.is_compiling() and not _holds_recurrent(self):
+        if compiling and not _holds_recurrent(self):
             # The mode only steers tdrl's recurrent modules, and torch.compile cannot trace
             # the context variable behind it: without them, skip it (no graph break).
             out = method(self, *args, **kwargs)
