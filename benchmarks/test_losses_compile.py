@@ -19,7 +19,8 @@ critics; DQN uses 4 observations, 2 actions and two hidden layers of 64 (``dqn64
 (``dqn256``) units; PPO is the ``ppo`` preset's minibatch step (CartPole sizes, one-hot
 categorical policy and critic of 64x64 tanh, clipped objective with normalised advantages
 already in the batch, squared-error critic). Every update uses the squared error. Target
-updates are not timed.
+updates are not timed. The ``*-policy`` groups time one collector policy call of the SAC and
+DQN presets (compiled as ``compile_policy`` does) beside a plain version.
 """
 
 from __future__ import annotations
@@ -318,3 +319,50 @@ def plain_ppo(kind: str):
 def test_ppo(benchmark, kind):
     torch.manual_seed(0)
     run(benchmark, "ppo", tdrl_ppo(kind) if kind.startswith("tdrl") else plain_ppo(kind))
+
+
+# ----------------------------------------------------------------- collector policies
+# One policy call as the collector makes it (``compile_policy``), with the ``tdrl train``
+# presets' networks: SAC's TanhNormal actor on Pendulum (one env, 256x256) and DQN's
+# Q-network with epsilon-greedy exploration on CartPole (8 envs, 256x256).
+def tdrl_policy(algo: str, compiled: bool):
+    from tdrl.objectives._compile import compile_kwargs
+    from tdrl.train import load_config
+    from tdrl.train._builders import make_env
+    from tdrl.train._off_policy_agents import make_agent
+
+    config = load_config(algo)
+    env = make_env(config["env"], int(config["num_envs"]), seed=0)
+    policy = make_agent(algo, env, config).collect_policy
+    td = env.reset()
+    call = torch.compile(policy, **compile_kwargs("bench", {})) if compiled else policy
+    return lambda: call(td)
+
+
+def plain_policy(algo: str, compiled: bool):
+    if algo == "sac":
+        net, obs = mlp(3, 2), torch.randn(1, 3)
+
+        def act() -> torch.Tensor:
+            with torch.no_grad():
+                return tanh_normal(net(obs))[0]
+
+    else:
+        net, obs = mlp(DQN_OBS, DQN_ACT), torch.randn(8, DQN_OBS)
+
+        def act() -> torch.Tensor:
+            with torch.no_grad():
+                greedy = net(obs).argmax(-1)
+                explore = torch.rand(greedy.shape) < 0.1
+                return torch.where(explore, torch.randint_like(greedy, DQN_ACT), greedy)
+
+    return torch.compile(act, options={"fallback_random": True}) if compiled else act
+
+
+@pytest.mark.parametrize("algo", ["sac", "dqn"])
+@pytest.mark.parametrize("kind", ["tdrl", "tdrl-compiled", "plain", "plain-compiled"])
+def test_policy(benchmark, kind, algo):
+    torch.manual_seed(0)
+    compiled = kind.endswith("compiled")
+    make = tdrl_policy if kind.startswith("tdrl") else plain_policy
+    run(benchmark, f"{algo}-policy", make(algo, compiled))
