@@ -56,7 +56,7 @@ def put(td: TensorDictBase, path: tuple[str, ...], value: Any) -> None:
     Examples:
         >>> td = TensorDict({}, [2])
         >>> put(td, ("x",), torch.zeros(2, 1)); put(td, ("n", "y"), torch.ones(2))
-        >>> sorted(td.keys(True, True))
+        >>> list(td.keys(True, True))
         ['x', ('n', 'y')]
     """
     if type(td) is TensorDict and len(path) == 1:
