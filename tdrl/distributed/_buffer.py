@@ -15,7 +15,7 @@ from tensordict import TensorDictBase
 from tdrl.data import ReplayBuffer
 from tdrl.distributed._buffer_actor import BufferActor
 from tdrl.distributed._options import RayOptions
-from tdrl.distributed._ray import ActorLost, connect, get, kill, ray
+from tdrl.distributed._ray import ActorLost, connect, get, kill_and_wait, ray
 from tdrl.distributed._remote_config import actor_options
 from tdrl.errors import WorkerError
 
@@ -230,7 +230,7 @@ class RayReplayBuffer:
         if actor is not None and self._owner and ray.is_initialized():
             with contextlib.suppress(Exception):
                 get(actor.close.remote(), self.options.shutdown_timeout, "RayReplayBuffer.close")
-            kill(actor)
+            kill_and_wait([actor], self.options.shutdown_timeout)
 
     def __enter__(self) -> RayReplayBuffer:
         return self

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from tdrl.distributed._actor import ActorSpec, CollectorActor
 from tdrl.distributed._options import RayOptions
-from tdrl.distributed._ray import ActorLost, get, kill, ray, remote_traceback
+from tdrl.distributed._ray import ActorLost, get, kill, kill_and_wait, ray, remote_traceback
 from tdrl.errors import WorkerError
 
 __all__ = ["ActorFleet", "logger"]
@@ -164,14 +164,14 @@ class ActorFleet:
     # ------------------------------------------------------------------ stop
     def shutdown(self, timeout: float) -> None:
         """Lets the actors close their collectors for up to ``timeout`` seconds, then kills
-        them."""
+        them and waits (bounded) until Ray reports them dead."""
         handles = [h for h in self.handles if h is not None]
         self.handles = [None] * self.num_actors
         if not handles or not ray.is_initialized():
             return
+        start = time.monotonic()
         try:
             refs = [h.close.remote() for h in handles]
             ray.wait(refs, num_returns=len(refs), timeout=timeout)
         finally:
-            for h in handles:
-                kill(h)
+            kill_and_wait(handles, max(1.0, timeout - (time.monotonic() - start)))

@@ -27,6 +27,7 @@ __all__ = [
     "connect",
     "get",
     "kill",
+    "kill_and_wait",
     "lost",
     "ray",
     "remote_cause",
@@ -174,3 +175,27 @@ def kill(handle: Any) -> None:
         return
     with contextlib.suppress(Exception):
         ray.kill(handle, no_restart=True)
+
+
+def kill_and_wait(handles: Sequence[Any], timeout: float) -> None:
+    """Kills the actors, then returns once Ray reports each of them dead, or after ``timeout``
+    seconds in all: ``ray.kill`` only sends the order, and a call already on its way could
+    still run on an actor that is about to die.
+
+    Examples:
+        >>> kill_and_wait([None], timeout=1.0)
+    """
+    live = [h for h in handles if h is not None]
+    for handle in live:
+        kill(handle)
+    if not live or not ray.is_initialized():
+        return
+    deadline = time.monotonic() + timeout
+    for handle in live:
+        # Calls to one actor run in order: a probe that fails with RayActorError comes after the
+        # kill took effect. A probe that still ran (the kill is on its way) is followed by another.
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                ray.get(handle.__ray_ready__.remote(), timeout=left)
+            except Exception:  # dead (RayActorError), or no answer before the deadline
+                break
