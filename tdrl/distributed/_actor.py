@@ -12,6 +12,7 @@ from tensordict import TensorDictBase
 
 from tdrl.collectors import split_trajectories
 from tdrl.distributed._ray import ray
+from tdrl.distributed._wire import pack
 
 __all__ = [
     "TRAJ_KEY",
@@ -82,8 +83,9 @@ class CollectorServer:
 
     def collect(self, seq: int, version: int, weights: Any) -> tuple[dict[str, Any], Any]:
         """Loads ``weights`` (version ``version``) when given, collects one batch and returns
-        ``(info, batch)``; with a remote buffer the batch is written there as sequence ``seq``
-        of this collector and ``None`` comes back instead."""
+        ``(info, batch)`` (the batch packed for the object store, see ``_wire``); with a remote
+        buffer the batch is written there as sequence ``seq`` of this collector and ``None``
+        comes back instead."""
         if weights is not None:
             self.collector.update_policy_weights_(weights)
             self.version = version
@@ -93,7 +95,7 @@ class CollectorServer:
         info = {"seq": seq, "version": self.version, "frames": batch.numel()}
         spec = self.spec
         if spec.buffer is None:
-            return info, batch
+            return info, pack(batch)
         if spec.split_trajs:
             batch = split_trajectories(batch)
         if spec.postproc is not None:

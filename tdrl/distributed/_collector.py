@@ -22,6 +22,7 @@ from tdrl.distributed._options import RayOptions
 from tdrl.distributed._ray import connect, ray
 from tdrl.distributed._requests import Requests
 from tdrl.distributed._weights import VersionedWeights
+from tdrl.distributed._wire import PackedBatch, unpack
 from tdrl.envs.core._exploration_type import ExplorationType
 
 __all__ = ["RayCollector"]
@@ -307,7 +308,7 @@ class RayCollector(BaseCollector):
         if self._remote is not None:
             return None
         self.frames += self.frames_per_batch
-        return torch.stack([batches[w] for w in range(n)])
+        return torch.stack([unpack(batches[w]) for w in range(n)])  # a copy the caller owns
 
     def _async_one(self) -> TensorDictBase | None:
         requests = self._requests
@@ -317,6 +318,8 @@ class RayCollector(BaseCollector):
         batch = self._answer(w, info, batch)
         if self._remote is None:
             self.frames += self.frames_per_batch
+            if isinstance(batch, PackedBatch):  # on the object store's memory: copy it out
+                batch = unpack(batch).clone()
         if self.update_after_each_batch:
             self.update_policy_weights_()
         self._fill()  # the actor that delivered starts its next batch at once
