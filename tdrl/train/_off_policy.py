@@ -63,15 +63,46 @@ class OffPolicyTrainer(Trainer):
         compile_loss(self.agent.loss, config)
 
     def _counters(self) -> dict[str, Any]:
-        return {**super()._counters(), "updates": self._updates, "owed": self._owed}
+        out = {**super()._counters(), "updates": self._updates, "owed": self._owed}
+        if self.agent.exploration is not None:  # e.g. DQN's annealed eps: resume keeps it
+            state = self.agent.exploration.state_dict()
+            out["exploration"] = {k: v.tolist() for k, v in state.items()}
+        return out
 
     def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
         updates, owed = int(counters.get("updates", 0)), float(counters.get("owed", 0.0))
-        return {**super()._read_counters(counters), "updates": updates, "owed": owed}
+        values = {**super()._read_counters(counters), "updates": updates, "owed": owed}
+        values["exploration"] = self._read_exploration(counters.get("exploration"))
+        return values
+
+    def _read_exploration(self, saved: Any) -> dict[str, torch.Tensor] | None:
+        """The exploration module's state from the counters (None: checkpoints written before
+        it was saved; the exploration then starts afresh, as it did)."""
+        if saved is None or self.agent.exploration is None:
+            return None
+        current = self.agent.exploration.state_dict()
+        if not isinstance(saved, dict) or sorted(saved) != sorted(current):
+            raise ValueError(
+                f"the exploration state does not fit the preset's exploration (got "
+                f"{saved!r:.80}; expected the entries {sorted(current)}). Resume with the run's "
+                "own config"
+            )
+        out = {}
+        for key, ref in current.items():
+            value = torch.as_tensor(saved[key], dtype=ref.dtype)
+            if value.shape != ref.shape or not bool(torch.isfinite(value.float()).all()):
+                raise ValueError(
+                    f"the exploration entry {key!r} is malformed (got {saved[key]!r:.60}; "
+                    f"expected finite values of shape {tuple(ref.shape)})"
+                )
+            out[key] = value
+        return out
 
     def _apply_counters(self, values: dict[str, Any]) -> None:
         super()._apply_counters(values)
         self._updates, self._owed = values["updates"], values["owed"]
+        if values.get("exploration") is not None:
+            self.agent.exploration.load_state_dict(values["exploration"])
 
     def _update_once(self) -> dict[str, float]:
         batch = self.buffer.sample()

@@ -85,13 +85,18 @@ def test_dqn_resume_restores_buffer_and_update_count(tmp_path):
     with pytest.raises(Killed):
         first.run()
     updates_at_kill = first._updates
+    eps_at_kill = float(first.agent.exploration.eps)
     stored = len(first.buffer)
     resumed = OffPolicyTrainer(
         json.loads((out / "config.json").read_text()), out, quiet=True, resume=True
     )
+    assert float(resumed.agent.exploration.eps) == cfg["exploration"]["eps_init"]
     resumed._restore()
     assert resumed.frames == 256 and len(resumed.buffer) == stored
     assert resumed._updates == updates_at_kill
+    # the annealed exploration goes on from where it was, not from eps_init
+    assert eps_at_kill < cfg["exploration"]["eps_init"]
+    assert float(resumed.agent.exploration.eps) == pytest.approx(eps_at_kill)
     summary = OffPolicyTrainer(
         json.loads((out / "config.json").read_text()), out, quiet=True, resume=True
     ).run()
