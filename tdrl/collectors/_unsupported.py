@@ -11,12 +11,15 @@ from typing import Any
 
 __all__ = ["UNSUPPORTED", "check_supported"]
 
-_NO_DIST = "tdrl has no distributed or remote collectors"
+_NO_DIST = "this collector runs in this process; Ray actors are tdrl.distributed.RayCollector's"
 _NO_TRAJ = "tdrl collects fixed-length [*env.batch_size, T] batches, not whole trajectories"
 
 #: argument -> (accepted values, why other values are refused)
 UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "backend": ((None,), f"{_NO_DIST}; use MultiSyncCollector/MultiAsyncCollector"),
+    "backend": (
+        (None,),
+        f"{_NO_DIST} (local worker processes: MultiSyncCollector/MultiAsyncCollector)",
+    ),
     "backend_options": ((None,), _NO_DIST),
     "num_collectors": (
         (None,),
