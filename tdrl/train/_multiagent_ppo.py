@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
+from tdrl.train._compile import compile_loss
 from tdrl.train._multiagent import MultiAgentTrainer
 from tdrl.train._multiagent_models import make_ppo_loss
 
@@ -40,6 +41,8 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
         (256, {'agents': 3})
     """
 
+    compiles = True
+
     def __init__(self, config: dict[str, Any], out_dir: Any, **kwargs: Any) -> None:
         super().__init__(config, out_dir, **kwargs)
         centralized = config["algorithm"] == "mappo"
@@ -47,6 +50,8 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
             g.name: make_ppo_loss(g, config, centralized=centralized) for g in self.groups
         }
         self.losses = nn.ModuleDict(self.group_losses)
+        for loss in self.group_losses.values():
+            compile_loss(loss, config)
         actors = [x.actor_network for x in self.group_losses.values()]
         # one group: the actor itself (a sequence around it costs ~10% of a rollout)
         self.policy = actors[0] if len(actors) == 1 else TensorDictSequential(*actors)

@@ -12,6 +12,7 @@ from torch import nn
 
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import HardUpdate, SoftUpdate
+from tdrl.train._compile import compile_loss
 from tdrl.train._multiagent import MultiAgentTrainer
 from tdrl.train._multiagent_models import TEAM, make_qmix_loss
 
@@ -48,12 +49,16 @@ class QMixTrainer(MultiAgentTrainer):
         256
     """
 
+    compiles = True
+
     def __init__(self, config: dict[str, Any], out_dir: Any, **kwargs: Any) -> None:
         super().__init__(config, out_dir, **kwargs)
         state_key, state_shape = self._state()
         built = {g.name: make_qmix_loss(g, config, state_key, state_shape) for g in self.groups}
         self.group_losses = {name: loss for name, (loss, _) in built.items()}
         self.losses = nn.ModuleDict(self.group_losses)
+        for loss in self.group_losses.values():
+            compile_loss(loss, config)
         self.exploration = nn.ModuleDict({name: greedy for name, (_, greedy) in built.items()})
         qnets = [loss.local_value_network for loss in self.group_losses.values()]
         self.policy = qnets[0] if len(qnets) == 1 else TensorDictSequential(*qnets)

@@ -77,7 +77,30 @@ def test_bad_compile_settings_are_refused_before_training(tmp_path, table, match
     assert not (tmp_path / "run" / "config.json").exists()
 
 
-def test_trainers_that_do_not_compile_refuse_the_flag(tmp_path):
-    config = {"algorithm": "qmix", "compile": {"enabled": True}}
-    with pytest.raises(ValueError, match="QMixTrainer does not compile its update"):
-        make_trainer(config, tmp_path / "run", quiet=True)
+@pytest.mark.parametrize("preset", ["mappo", "qmix"])
+def test_compile_flag_compiles_every_group_loss_of_the_multi_agent_presets(tmp_path, preset):
+    GRAPHS.clear()
+    argv = ["train", preset, "--compile", "--env", "Navigation", "--frames", "64"]
+    argv += ["--num-envs", "2", "--out", str(tmp_path / "run"), *TINY]
+    argv += [
+        "--set",
+        "compile.backend=tdrl_test_counting",
+        "--set",
+        "collector.frames_per_batch=32",
+    ]
+    if preset == "qmix":  # the built-in Navigation has continuous actions: VMAS's discrete one
+        argv[4] = "vmas:navigation"
+        argv += ["--set", "collector.init_random_frames=32", "--set", "env_options.max_steps=8"]
+    assert main(argv) == 0
+    assert GRAPHS
+
+
+def test_a_trainer_that_does_not_compile_refuses_the_flag(tmp_path):
+    from tdrl.train._trainer import Trainer
+
+    class Plain(Trainer):
+        pass
+
+    config = load_config("ppo", overrides=["compile.enabled=true", "num_envs=2"])
+    with pytest.raises(ValueError, match="Plain does not compile its update"):
+        Plain(config, tmp_path / "run", quiet=True)
