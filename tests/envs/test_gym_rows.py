@@ -65,8 +65,8 @@ def _same(a: TensorDictBase, b: TensorDictBase) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rows_step_like_the_general_path(case):
     fast, slow = _pair(case)
-    assert all(r._stepper is not None for r in fast._runners)  # the rows path runs
-    assert all(r._stepper is None for r in slow._runners)  # the general path runs
+    assert all(r._writer is not None for r in fast._runners)  # the rows path runs
+    assert all(r._writer is None for r in slow._runners)  # the general path runs
     torch.manual_seed(0)
     actions = [fast.rand_action()["action"] for _ in range(40)]
     fa, sa = fast.reset(), slow.reset()

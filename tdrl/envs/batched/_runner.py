@@ -8,6 +8,7 @@ copies the results into the output rows, so both batched envs share the exact sa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -129,8 +130,21 @@ class EnvRunner:
         # its inputs moved there (outputs are copied back by ``copy_``).
         here = rows.inputs.td.device or torch.device("cpu")
         self._device = env.device if env.device is not None and env.device != here else None
-        # envs that can write their results straight into the rows (e.g. a gymnasium env)
-        self._stepper = env._row_stepper(rows.inputs.td, rows.next.td, rows.root.td)
+        # envs that can write their results straight into the rows (e.g. a gymnasium env): one
+        # row each, the env's data unsqueezed
+        self._writer = env._row_writer(rows.next.td.unsqueeze(0), rows.root.td.unsqueeze(0))
+        self._row_inputs: TensorDictBase | None = None  # what the writer reads: the input row
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy rebuilds the input row from its own leaves (a copied TensorDict would not
+        # share them: the writer would read stale actions)
+        return {**self.__dict__, "_row_inputs": None}
+
+    def _writer_inputs(self) -> TensorDictBase:
+        inputs = self._row_inputs
+        if inputs is None:
+            inputs = self._row_inputs = self.rows.inputs.view()
+        return inputs
 
     def _inputs(self, missing: Sequence[int]) -> TensorDictBase:
         td = self.rows.inputs.view(missing)
@@ -138,8 +152,8 @@ class EnvRunner:
 
     def step(self, missing: Sequence[int]) -> None:
         """``env.step`` on the input row; writes ``"next"`` into the next row."""
-        if self._stepper is not None:
-            self._stepper(False)
+        if self._writer is not None:
+            self._writer.step(self._writer_inputs(), 0, None)
         else:
             out = self.env.step(self._inputs(missing))
             self.rows.next.write_all(out.get("next"))
@@ -152,8 +166,8 @@ class EnvRunner:
         The next row is always written; the root row only after a reset (otherwise the root
         equals ``"next"`` on every root key, and the caller reads it from there).
         """
-        if self._stepper is not None:
-            reset = self._stepper(True)
+        if self._writer is not None:
+            reset = self._writer.step(self._writer_inputs(), 0, 0)
         else:
             out, root = self.env.step_and_maybe_reset(self._inputs(missing))
             self.rows.next.write_all(out.get("next"))

@@ -17,8 +17,8 @@ from tdrl.envs.core._rollout import (
     check_rollout_options,
     play,
     set_truncated_last,
-    stack,
 )
+from tdrl.envs.core._row_run import RowWriter
 from tdrl.envs.core._seed import next_seed
 from tdrl.envs.core._spec_owner import SpecOwner
 from tdrl.envs.core._step_mdp import StepMDP
@@ -126,19 +126,19 @@ class EnvBase(SpecOwner, EnvChecks):
     def _close(self) -> None:
         """Hook: release resources (called once by ``close``)."""
 
-    def _row_stepper(
-        self, inputs: TensorDictBase, nxt: TensorDictBase, root: TensorDictBase
-    ) -> Callable[[bool], bool] | None:
-        """Hook for SerialEnv/ParallelEnv: a direct way to step this env inside a batch.
+    def _row_writer(self, nxt: TensorDictBase, root: TensorDictBase) -> RowWriter | None:
+        """Hook: a way to step this env straight into rows of preallocated buffers (the rows of
+        SerialEnv/ParallelEnv sub-envs, the steps of a rollout or a collector batch).
 
-        ``inputs``, ``nxt`` and ``root`` are this env's rows of the batched env's preallocated
-        buffers (what a step reads, the ``"next"`` entries, the root after a reset). An env may
-        return a callable ``stepper(reset)`` that runs one step reading the actions from
-        ``inputs``, writes every ``"next"`` entry into ``nxt`` in place and, when ``reset`` is
-        true and the step ended the episode, resets and writes every root entry into ``root``;
-        it returns whether it reset. It must give exactly the data of ``step`` (with
-        ``reset``: of ``step_and_maybe_reset``). ``None`` (the default) makes the batched env
-        call the public methods.
+        ``nxt`` holds one buffer per ``"next"`` entry that ``step`` returns and ``root`` one per
+        root entry that ``reset`` returns, each with one leading dim (the rows) before the
+        env's batch dims. An env may return a :class:`RowWriter` whose ``step(td, row,
+        reset_row)`` reads the actions from ``td``, writes every ``"next"`` entry into row
+        ``row`` of ``nxt`` in place and returns whether the step ended the episode; when it
+        did and ``reset_row`` is not None, it also resets and writes every root entry into row
+        ``reset_row`` of ``root``. It must give exactly the data of ``step`` (and of the reset
+        that ``maybe_reset`` runs). ``None`` (the default) makes the callers use the public
+        methods.
         """
         return None
 
@@ -495,7 +495,7 @@ class EnvBase(SpecOwner, EnvChecks):
             td = self.maybe_reset(tensordict)
         act = policy if policy is not None else self.rand_action
         stop = True if break_when_any_done is None else bool(break_when_any_done)
-        data = stack(play(self, td, max_steps, act, stop, callback))
+        data = play(self, td, max_steps, act, stop, callback)
         if set_truncated:
             set_truncated_last(self, data)
         return data

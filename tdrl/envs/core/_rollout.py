@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs.core._fast import stack_plain
+from tdrl.envs.core._row_run import RowRun
 
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
@@ -60,19 +61,55 @@ def play(
     act: Policy,
     break_when_any_done: bool,
     callback: Callable[..., Any] | None,
-) -> list[TensorDictBase]:
-    """Runs the steps; returns the stepped TensorDicts (each holding ``"next"``)."""
-    steps = []
-    for i in range(max_steps):
-        td = act(td)
-        if break_when_any_done:
+) -> TensorDictBase:
+    """Runs the steps; returns them stacked (time as the last batch dim).
+
+    After the first step, an env with a row writer steps straight into the rows of the result
+    (``RowRun``) for as long as the policy writes what it can take; the general loop does
+    the rest.
+    """
+    steps: list[TensorDictBase] = []
+    td, stopped = _general(env, td, (0, 1, max_steps), act, break_when_any_done, callback, steps)
+    if stopped or max_steps < 2:
+        return stack(steps)
+    run = RowRun.start(env, steps[0], td, max_steps, exact=not break_when_any_done)
+    if run is not None:
+        td, acted = _rows(run, td, max_steps, act, break_when_any_done, callback)
+        if td is None:
+            return run.result()
+        steps = run.steps()
+    else:
+        acted = False
+    span = (len(steps), max_steps, max_steps)
+    _general(env, td, span, act, break_when_any_done, callback, steps, acted)
+    return stack(steps)
+
+
+def _general(
+    env: EnvBase,
+    td: TensorDictBase,
+    span: tuple[int, int, int],
+    act: Policy,
+    stop: bool,
+    callback: Callable[..., Any] | None,
+    steps: list[TensorDictBase],
+    acted: bool = False,
+) -> tuple[TensorDictBase, bool]:
+    """Steps ``start`` to ``end - 1`` of a rollout of ``max_steps`` (``span``) with the public
+    methods (``td`` already holds the policy's output when ``acted``); appends them to
+    ``steps``. Returns the next root and whether the rollout stopped at a done."""
+    start, end, max_steps = span
+    for i in range(start, end):
+        if not (acted and i == start):
+            td = act(td)
+        if stop:
             td = env.step(td)
             steps.append(td)
             if i == max_steps - 1:
-                break
+                break  # the last step: the rollout ends whatever follows
             root = env._step_mdp(td)
             if env.any_done(root):
-                break
+                return root, True
             td = root
         else:
             td, nxt = env.step_and_maybe_reset(td)
@@ -80,7 +117,33 @@ def play(
             td = nxt
         if callback is not None:
             callback(env, td)
-    return steps
+    return td, False
+
+
+def _rows(
+    run: RowRun,
+    root: TensorDictBase,
+    max_steps: int,
+    act: Policy,
+    stop: bool,
+    callback: Callable[..., Any] | None,
+) -> tuple[TensorDictBase | None, bool]:
+    """The steps of a row run, from the second on. Returns ``(None, False)`` when the run
+    ended, or the policy's output that the rows cannot take and True (the caller hands
+    ``run.steps()`` to the general loop, which steps it)."""
+    env, reset, advance = run.env, not stop, run.advance
+    while True:
+        td = act(root)
+        done = advance(td, reset)
+        if done < 0:
+            return td, True
+        if run.t == max_steps or (stop and done):
+            if callback is not None and not stop:
+                callback(env, run.root())
+            return None, False
+        root = run.root()
+        if callback is not None:
+            callback(env, root)
 
 
 def set_truncated_last(env: EnvBase, data: TensorDictBase) -> None:

@@ -1,10 +1,11 @@
-"""GymRows: a single gymnasium env stepped straight into its rows of a batched env's buffers.
+"""GymRows: a single gymnasium env stepped straight into rows of preallocated buffers.
 
-SerialEnv and ParallelEnv keep one preallocated row per sub-env (see ``EnvBase._row_stepper``).
-The public ``step_and_maybe_reset`` of a GymWrapper builds TensorDicts that the batched env then
-copies into those rows; for the common case (one env, a Box observation, a Discrete or Box
-action, no info entries, no pixels) this writes gymnasium's numpy results into the rows through
-numpy views instead: one copy per value, no TensorDict per step, the same data.
+SerialEnv and ParallelEnv keep one preallocated row per sub-env, rollouts and collectors one row
+per step (see ``EnvBase._row_writer``). The public ``step`` of a GymWrapper builds a TensorDict
+of fresh tensors that the caller then copies or stacks; for the common case (one env, a Box
+observation, a Discrete or Box action, no info entries, no pixels) this writes gymnasium's
+numpy results into the rows through numpy views instead: one copy per value, no TensorDict per
+step, the same data.
 """
 
 from __future__ import annotations
@@ -23,35 +24,42 @@ if TYPE_CHECKING:
 
 __all__ = ["GymRows"]
 
-_NEXT = {"observation", "reward", "done", "terminated", "truncated"}
-_ROOT = {"observation", "done", "terminated", "truncated"}
+_FLAGS = ("done", "terminated", "truncated")
+_NEXT = ("observation", "reward", *_FLAGS)
+_ROOT = ("observation", *_FLAGS)
 
 
-def _cpu_leaves(td: TensorDictBase, names: set[str]) -> dict[str, torch.Tensor] | None:
-    """The root leaves of a plain TensorDict row when they are exactly ``names`` on the cpu."""
-    if type(td) is not TensorDict or set(td.keys()) != names:
+def _cpu_leaves(
+    td: TensorDictBase, names: tuple[str, ...], shapes: dict[str, Any], dtypes: dict[str, Any]
+) -> dict[str, torch.Tensor] | None:
+    """The root leaves of a plain TensorDict of rows when they are exactly ``names``, on the
+    cpu, shaped ``[rows, *shape]`` with the shapes and dtypes this env's data has."""
+    if type(td) is not TensorDict or set(td.keys()) != set(names) or td.batch_dims != 1:
         return None
     leaves = {k: td.get(k) for k in names}
-    if any(type(v) is not torch.Tensor or v.device.type != "cpu" for v in leaves.values()):
-        return None
+    for k, v in leaves.items():
+        if (
+            type(v) is not torch.Tensor
+            or v.device.type != "cpu"
+            or v.shape[1:] != shapes[k]
+            or v.dtype != dtypes[k]
+        ):
+            return None
     return leaves
 
 
 class GymRows:
-    """The row stepper of a GymWrapper (built by :meth:`GymRows.build`, called by the batched
-    env's runner as ``stepper(reset)``; see ``EnvBase._row_stepper``)."""
+    """The row writer of a GymWrapper (built by :meth:`GymRows.build`; see
+    ``EnvBase._row_writer``): ``step(td, row, reset_row)`` steps the env with the action of
+    ``td``, writes the results into row ``row`` of the next buffers and, when the episode ended
+    and ``reset_row`` is given, resets the env into row ``reset_row`` of the root buffers."""
 
     def __init__(
-        self,
-        owner: GymWrapper,
-        action: torch.Tensor,
-        nxt: dict[str, torch.Tensor],
-        root: dict[str, torch.Tensor],
+        self, owner: GymWrapper, nxt: dict[str, torch.Tensor], root: dict[str, torch.Tensor]
     ) -> None:
         self._owner = owner
         self._env = owner.env
         self._encode = owner._act_codec.encode
-        self._action = action
         self._tensors = (nxt, root)
         self._views()
         # what gymnasium must return (the general path would fail on another shape)
@@ -65,7 +73,7 @@ class GymRows:
         self._done, self._term = nxt["done"].numpy(), nxt["terminated"].numpy()
         self._trunc = nxt["truncated"].numpy()
         self._root_obs = root["observation"].numpy()
-        self._root_flags = [root[k].numpy() for k in ("done", "terminated", "truncated")]
+        self._root_flags = [root[k].numpy() for k in _FLAGS]
 
     def __getstate__(self) -> dict[str, Any]:
         views = ("_obs", "_reward", "_done", "_term", "_trunc", "_root_obs", "_root_flags")
@@ -76,10 +84,8 @@ class GymRows:
         self._views()
 
     @staticmethod
-    def build(
-        owner: GymWrapper, inputs: TensorDictBase, nxt: TensorDictBase, root: TensorDictBase
-    ) -> GymRows | None:
-        """The stepper of ``owner`` for these rows, or None when the general path is needed."""
+    def build(owner: GymWrapper, nxt: TensorDictBase, root: TensorDictBase) -> GymRows | None:
+        """The writer of ``owner`` for these buffers, or None when the general path is needed."""
         from tdrl.envs.libs._gymnasium import GymWrapper
 
         cls = type(owner)
@@ -101,35 +107,45 @@ class GymRows:
             )
         ):
             return None
-        next_leaves, root_leaves = _cpu_leaves(nxt, _NEXT), _cpu_leaves(root, _ROOT)
-        action = inputs.get("action", None) if type(inputs) is TensorDict else None
-        if next_leaves is None or root_leaves is None or type(action) is not torch.Tensor:
+        obs = owner.full_observation_spec["observation"]
+        shapes = {"observation": obs.shape, "reward": torch.Size([1])}
+        dtypes = {"observation": obs.dtype, "reward": torch.float32}
+        for flag in _FLAGS:
+            shapes[flag], dtypes[flag] = torch.Size([1]), torch.bool
+        next_leaves = _cpu_leaves(nxt, _NEXT, shapes, dtypes)
+        root_leaves = _cpu_leaves(root, _ROOT, shapes, dtypes)
+        if next_leaves is None or root_leaves is None:
             return None
-        return GymRows(owner, action, next_leaves, root_leaves)
+        return GymRows(owner, next_leaves, root_leaves)
 
-    def __call__(self, reset: bool) -> bool:
-        action = self._encode(self._action)
+    def step(self, td: TensorDictBase, row: int, reset_row: int | None) -> bool:
+        """One step: the action of ``td`` in, row ``row`` of ``"next"`` out; returns whether the
+        episode ended (after which, given ``reset_row``, the env was reset into that row)."""
+        value = td._tensordict.get("action") if type(td) is TensorDict else None
+        action = self._encode(td.get("action") if value is None else value)
         if isinstance(action, np.ndarray):
-            action = action.copy()  # the input row is overwritten by the next step
-        obs, reward, terminated, truncated, _ = self._env.step(action)
+            action = action.copy()  # the action's memory may be written again before gymnasium
+        obs, reward, terminated, truncated, _ = self._env.step(action)  # is done with it
         term, trunc = bool(terminated), bool(truncated)
-        self._check(obs)
-        self._obs[...] = obs
-        self._reward[0] = reward
-        self._term[0], self._trunc[0], self._done[0] = term, trunc, term or trunc
-        if not (reset and (term or trunc)):
-            return False
-        obs, _ = self._env.reset(seed=self._owner._take_seed())
-        self._check(obs)
-        self._root_obs[...] = obs
-        for flag in self._root_flags:
-            flag[0] = False
-        return True
+        if type(obs) is not np.ndarray or obs.shape != self._shape:
+            self._check(obs)
+        self._obs[row] = obs
+        self._reward[row, 0] = reward
+        self._term[row, 0], self._trunc[row, 0] = term, trunc
+        self._done[row, 0] = done = term or trunc
+        if done and reset_row is not None:
+            obs, _ = self._env.reset(seed=self._owner._take_seed())
+            self._check(obs)
+            self._root_obs[reset_row] = obs
+            for flag in self._root_flags:
+                flag[reset_row, 0] = False
+        return done
 
     def _check(self, obs: Any) -> None:
-        if np.shape(obs) != self._shape:
+        shape = obs.shape if type(obs) is np.ndarray else np.shape(obs)
+        if shape != self._shape:
             raise SpecError(
                 f"{type(self._owner).__name__}.step: entry 'observation' has the wrong shape "
-                f"(got {np.shape(obs)}; expected {self._shape} from the observation space). "
+                f"(got {shape}; expected {self._shape} from the observation space). "
                 "Fix the env or its observation_space."
             )

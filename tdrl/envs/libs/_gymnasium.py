@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -305,12 +305,10 @@ class GymWrapper(EnvBase):
                 out.get(key)[int(i)] = value
         self._cached |= done
 
-    def _row_stepper(
-        self, inputs: TensorDictBase, nxt: TensorDictBase, root: TensorDictBase
-    ) -> Callable[[bool], bool] | None:
-        """Single envs with a Box observation step straight into a batched env's rows (see
-        ``EnvBase._row_stepper`` and ``GymRows``)."""
-        return GymRows.build(self, inputs, nxt, root)
+    def _row_writer(self, nxt: TensorDictBase, root: TensorDictBase) -> GymRows | None:
+        """Single envs with a Box observation step straight into rows (see
+        ``EnvBase._row_writer`` and ``GymRows``)."""
+        return GymRows.build(self, nxt, root)
 
     def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed

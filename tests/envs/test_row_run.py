@@ -1,0 +1,260 @@
+"""RowRun: rollouts of a gymnasium env written straight into preallocated rows give exactly the
+data, the errors, the callbacks and the memory ownership of the general loop."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDictBase
+
+import tdrl.envs.core._row_run as row_run
+from tdrl.envs.libs import GymEnv
+from tdrl.errors import SpecError
+
+
+class GeneralGymEnv(GymEnv):
+    """Overrides a hook: rollouts then use the public methods only (the general loop)."""
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return super()._step(tensordict)
+
+
+class Rows:
+    """Records every RowRun a rollout starts (to check that the rows path ran)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.runs: list[row_run.RowRun] = []
+        start = row_run.RowRun.start
+
+        def spy(*args, **kwargs):
+            run = start(*args, **kwargs)
+            if run is not None:
+                self.runs.append(run)
+            return run
+
+        monkeypatch.setattr(row_run.RowRun, "start", staticmethod(spy))
+
+
+CASES = {
+    "cartpole_one_hot": ("CartPole-v1", {}),
+    "cartpole_categorical": ("CartPole-v1", {"categorical_action_encoding": True}),
+    "pendulum": ("Pendulum-v1", {"max_episode_steps": 90}),
+}
+
+
+def _pair(case: str) -> tuple[GymEnv, GymEnv]:
+    name, kwargs = CASES[case]
+    fast, slow = GymEnv(name, **kwargs), GeneralGymEnv(name, **kwargs)
+    fast.set_seed(5)
+    slow.set_seed(5)
+    return fast, slow
+
+
+def _actions(env: GymEnv, n: int) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [env.rand_action()["action"] for _ in range(n)]
+
+
+def _replay(actions: list[torch.Tensor]):
+    it = iter(actions)
+    return lambda td: td.set("action", next(it).clone())
+
+
+def _same(a: TensorDictBase, b: TensorDictBase) -> None:
+    assert a.batch_size == b.batch_size
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert x.dtype == y.dtype, key
+        torch.testing.assert_close(x, y, msg=str(key))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("steps", [2, 3, 63, 64, 65, 200])
+@pytest.mark.parametrize("stop", [False, True])
+def test_rollout_through_rows_equals_the_general_loop(monkeypatch, case, steps, stop):
+    rows = Rows(monkeypatch)
+    fast, slow = _pair(case)
+    actions = _actions(fast, steps)
+    for _ in range(2):  # twice: the second rollout goes on from the env's state
+        a = fast.rollout(steps, _replay(actions), break_when_any_done=stop)
+        b = slow.rollout(steps, _replay(actions), break_when_any_done=stop)
+        _same(a, b)
+    assert rows.runs  # the rows path ran on the fast env
+    assert all(run.env is fast for run in rows.runs)
+
+
+def test_a_long_run_that_stops_at_a_done_grows_its_rows(monkeypatch):
+    rows = Rows(monkeypatch)
+    fast, slow = _pair("pendulum")  # 90-step episodes: past the first 64 rows
+    actions = _actions(fast, 150)
+    a = fast.rollout(150, _replay(actions), break_when_any_done=True)
+    b = slow.rollout(150, _replay(actions), break_when_any_done=True)
+    _same(a, b)
+    assert a.batch_size == (90,) and rows.runs[0].t == 90
+
+
+def test_set_truncated_and_auto_reset_false(monkeypatch):
+    Rows(monkeypatch)
+    fast, slow = _pair("cartpole_categorical")
+    actions = _actions(fast, 120)
+    for kwargs in ({"set_truncated": True}, {"set_truncated": True, "break_when_any_done": False}):
+        _same(
+            fast.rollout(120, _replay(actions), **kwargs),
+            slow.rollout(120, _replay(actions), **kwargs),
+        )
+    td_f, td_s = fast.reset(), slow.reset()
+    _same(
+        fast.rollout(30, _replay(actions), auto_reset=False, tensordict=td_f),
+        slow.rollout(30, _replay(actions), auto_reset=False, tensordict=td_s),
+    )
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_policy_that_changes_what_it_writes_mid_run_falls_back(monkeypatch, stop):
+    """From step 10 the policy replaces the observation it was given by a copy (the rows can
+    only take the tensors they handed out): the rows end there, the general loop goes on with
+    the same data."""
+    rows = Rows(monkeypatch)
+    fast, slow = _pair("cartpole_one_hot")
+    actions = _actions(fast, 40)
+
+    def policy():
+        count = iter(range(10**6))
+        replay = _replay(actions)
+
+        def act(td):
+            td = replay(td)
+            if next(count) >= 10:
+                td.set("observation", td.get("observation") * 1.0)
+            return td
+
+        return act
+
+    a = fast.rollout(40, policy(), break_when_any_done=stop)
+    b = slow.rollout(40, policy(), break_when_any_done=stop)
+    _same(a, b)
+    assert rows.runs and rows.runs[0].t == 10
+
+
+def test_a_policy_that_edits_its_input_in_place_sees_the_same_effects(monkeypatch):
+    """The policy scales the observation it is given in place: in both loops the change reaches
+    the root entry of this step and the "next" entry of the step before."""
+    rows = Rows(monkeypatch)
+    fast, slow = _pair("cartpole_categorical")
+    actions = _actions(fast, 50)
+
+    def policy():
+        replay = _replay(actions)
+
+        def act(td):
+            td.get("observation").mul_(2.0)
+            return replay(td)
+
+        return act
+
+    a = fast.rollout(50, policy(), break_when_any_done=False)
+    b = slow.rollout(50, policy(), break_when_any_done=False)
+    _same(a, b)
+    assert rows.runs and rows.runs[0].t == 50
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_callbacks_see_the_same_roots(monkeypatch, stop):
+    Rows(monkeypatch)
+    fast, slow = _pair("cartpole_categorical")
+    actions = _actions(fast, 60)
+    seen: dict[str, list[TensorDictBase]] = {"fast": [], "slow": []}
+
+    def record(name):
+        return lambda env, td: seen[name].append(td.clone())
+
+    fast.rollout(60, _replay(actions), break_when_any_done=stop, callback=record("fast"))
+    slow.rollout(60, _replay(actions), break_when_any_done=stop, callback=record("slow"))
+    assert len(seen["fast"]) == len(seen["slow"]) > 0
+    for x, y in zip(seen["fast"], seen["slow"]):
+        _same(x, y)
+
+
+@pytest.mark.parametrize("bad", ["shape", "dtype"])
+def test_a_wrong_action_raises_the_general_error_and_the_env_stays_usable(monkeypatch, bad):
+    rows = Rows(monkeypatch)
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    env.set_seed(0)
+    good = torch.tensor(1)
+    wrong = torch.tensor([1, 0]) if bad == "shape" else torch.tensor(1.0)
+    count = iter(range(10**6))
+
+    def act(td):
+        return td.set("action", wrong if next(count) == 5 else good)
+
+    with pytest.raises(SpecError, match="action"):
+        env.rollout(20, act, break_when_any_done=False)
+    assert rows.runs and rows.runs[0].t == 5  # the rows took the first five steps
+    out = env.rollout(20, lambda td: td.set("action", good), break_when_any_done=False)
+    assert out.batch_size == (20,)
+
+
+def test_results_are_fresh_memory_owned_by_the_caller(monkeypatch):
+    Rows(monkeypatch)
+    env = GymEnv("CartPole-v1")
+    env.set_seed(1)
+    actions = _actions(env, 200)
+    kept: list[TensorDictBase] = []
+
+    def act(td):
+        kept.append(td)
+        return td.set("action", actions[len(kept) - 1])
+
+    first = env.rollout(100, act, break_when_any_done=False)
+    saved = first.clone()
+    second = env.rollout(100, act, break_when_any_done=False)
+    _same(first, saved)  # the second rollout wrote nowhere the first one lives
+    for x, y in zip(first.values(True, True), second.values(True, True)):
+        assert x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr()
+    # every input the policy received is still what the rollout recorded for that step
+    for t in range(1, 100):
+        torch.testing.assert_close(kept[t]["observation"], first["observation"][t])
+
+
+def test_layouts_the_rows_cannot_hold_use_the_general_loop(monkeypatch):
+    rows = Rows(monkeypatch)
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    env.set_seed(0)
+    a = torch.tensor(0)
+
+    def grad_obs(td):  # the policy swaps the observation for one that requires grad
+        td.set("observation", td.get("observation").clone().requires_grad_(True))
+        return td.set("action", a)
+
+    out = env.rollout(10, grad_obs, break_when_any_done=False)
+    assert out.batch_size == (10,) and not rows.runs
+    assert out["observation"].requires_grad  # kept as the general loop keeps it
+
+
+def test_a_non_contiguous_observation_from_gymnasium_is_copied(monkeypatch):
+    class Strided(gym.Env):
+        observation_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.arange(6, dtype=np.float32)[::2] / 10, {}
+
+        def step(self, action):
+            self.t += 1
+            obs = (np.arange(6, dtype=np.float32)[::2] + self.t) / 10
+            return obs, float(action), self.t % 4 == 0, False, {}
+
+    gym.register("tdrl-test/Strided-v0", entry_point=Strided)
+    rows = Rows(monkeypatch)
+    fast, slow = GymEnv("tdrl-test/Strided-v0"), GeneralGymEnv("tdrl-test/Strided-v0")
+    actions = _actions(fast, 30)
+    _same(
+        fast.rollout(30, _replay(actions), break_when_any_done=False),
+        slow.rollout(30, _replay(actions), break_when_any_done=False),
+    )
+    assert rows.runs
