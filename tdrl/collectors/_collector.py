@@ -12,6 +12,7 @@ from torch import nn
 
 from tdrl.collectors._base import BaseCollector, iterate_batches
 from tdrl.collectors._buffer import RolloutBuffer
+from tdrl.collectors._rows import CollectorRows
 from tdrl.collectors._settings import (
     build_env,
     compiled_call,
@@ -301,8 +302,12 @@ class Collector(BaseCollector):
         )
         return buffer
 
-    def _step_once(self, root: TensorDictBase, t: int) -> TensorDictBase:
-        td = self.env.step(self._act(root))
+    def _step_once(
+        self, root: TensorDictBase, t: int, acted: TensorDictBase | None = None
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step ``t`` of the batch (``acted``: the policy's output when it already ran);
+        returns the step's data and the next root."""
+        td = self.env.step(self._act(root) if acted is None else acted)
         if self.max_frames_per_traj is not None:
             assert self._traj_steps is not None
             truncate_long(td, self.env.done_groups, self._traj_steps, self.max_frames_per_traj)
@@ -316,7 +321,21 @@ class Collector(BaseCollector):
         for ids in self._ids[1:]:
             ids.renew(td)
         self.frames += self._numel
-        return self.env.maybe_reset(nxt)
+        return td, self.env.maybe_reset(nxt)
+
+    def _steps(self, root: TensorDictBase) -> tuple[TensorDictBase, CollectorRows | None]:
+        """The steps of one batch; returns the next root and the row steps to finish after
+        ``flush`` (None when the general loop ran every step; see ``CollectorRows``)."""
+        td, root = self._step_once(root, 0)
+        rows = CollectorRows.start(self, td, root)
+        t, acted = 1, None
+        if rows is not None:
+            root, t, acted = rows.collect(root)
+            if acted is not None:
+                rows = None
+        for i in range(t, self.steps_per_batch):
+            _, root = self._step_once(root, i, acted if i == t else None)
+        return root, rows
 
     def rollout(self) -> TensorDictBase:
         """Collects one batch and returns it (the preallocated memory; see the class docs)."""
@@ -329,12 +348,13 @@ class Collector(BaseCollector):
         spec = self.env.full_action_spec  # read per batch: transforms may rebuild the specs
         self._rand_leaves = [(key_tuple(key), spec[key]) for key in self.env.action_keys]
         with torch.no_grad(), set_exploration_type(self.exploration_type):
-            for t in range(self.steps_per_batch):
-                root = self._step_once(root, t)
+            root, rows = self._steps(root)
         self._root = root
         assert self._buffer is not None
         self._buffer.flush()
         data = self._buffer.data
+        if rows is not None:
+            rows.finish(data)
         dim = len(self.env.batch_size)
         for keys in self._truncated_keys:  # set_truncated: the batch ends every trajectory
             for key in keys:

@@ -72,28 +72,39 @@ def _same(a: TensorDictBase, b: TensorDictBase) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("steps", [2, 3, 63, 64, 65, 200])
+@pytest.mark.parametrize("steps", [2, 33, 34, 64, 96, 97, 200])
 @pytest.mark.parametrize("stop", [False, True])
 def test_rollout_through_rows_equals_the_general_loop(monkeypatch, case, steps, stop):
     rows = Rows(monkeypatch)
     fast, slow = _pair(case)
-    actions = _actions(fast, steps)
-    for _ in range(2):  # twice: the second rollout goes on from the env's state
-        a = fast.rollout(steps, _replay(actions), break_when_any_done=stop)
-        b = slow.rollout(steps, _replay(actions), break_when_any_done=stop)
+    actions = _actions(fast, 2 * steps)
+    lengths = []
+    for i in range(2):  # twice: the second rollout goes on from the env's state
+        replay = actions[i * steps :]
+        a = fast.rollout(steps, _replay(replay), break_when_any_done=stop)
+        b = slow.rollout(steps, _replay(replay), break_when_any_done=stop)
         _same(a, b)
-    assert rows.runs  # the rows path ran on the fast env
+        lengths.append(a.batch_size[0])
+    # rows run when the run may be long enough (short runs are cheaper in the general loop):
+    # from step 1 without a stop at done, else from step 32 when no done came before
+    warm = 32 if stop else 1
+    started = [steps - warm >= row_run.MIN_ROWS and n > warm for n in lengths]
+    assert len(rows.runs) == sum(started)
     assert all(run.env is fast for run in rows.runs)
 
 
 def test_a_long_run_that_stops_at_a_done_grows_its_rows(monkeypatch):
     rows = Rows(monkeypatch)
-    fast, slow = _pair("pendulum")  # 90-step episodes: past the first 64 rows
-    actions = _actions(fast, 150)
-    a = fast.rollout(150, _replay(actions), break_when_any_done=True)
-    b = slow.rollout(150, _replay(actions), break_when_any_done=True)
+    # 150-step episodes: the rows start at step 31 and grow past their first 64
+    fast = GymEnv("Pendulum-v1", max_episode_steps=150)
+    slow = GeneralGymEnv("Pendulum-v1", max_episode_steps=150)
+    fast.set_seed(5)
+    slow.set_seed(5)
+    actions = _actions(fast, 200)
+    a = fast.rollout(200, _replay(actions), break_when_any_done=True)
+    b = slow.rollout(200, _replay(actions), break_when_any_done=True)
     _same(a, b)
-    assert a.batch_size == (90,) and rows.runs[0].t == 90
+    assert a.batch_size == (150,) and rows.runs[0].t == 150 - 31
 
 
 def test_set_truncated_and_auto_reset_false(monkeypatch):
@@ -114,12 +125,12 @@ def test_set_truncated_and_auto_reset_false(monkeypatch):
 
 @pytest.mark.parametrize("stop", [False, True])
 def test_a_policy_that_changes_what_it_writes_mid_run_falls_back(monkeypatch, stop):
-    """From step 10 the policy replaces the observation it was given by a copy (the rows can
+    """From step 50 the policy replaces the observation it was given by a copy (the rows can
     only take the tensors they handed out): the rows end there, the general loop goes on with
     the same data."""
     rows = Rows(monkeypatch)
-    fast, slow = _pair("cartpole_one_hot")
-    actions = _actions(fast, 40)
+    fast, slow = _pair("pendulum")
+    actions = _actions(fast, 80)
 
     def policy():
         count = iter(range(10**6))
@@ -127,16 +138,16 @@ def test_a_policy_that_changes_what_it_writes_mid_run_falls_back(monkeypatch, st
 
         def act(td):
             td = replay(td)
-            if next(count) >= 10:
+            if next(count) >= 50:
                 td.set("observation", td.get("observation") * 1.0)
             return td
 
         return act
 
-    a = fast.rollout(40, policy(), break_when_any_done=stop)
-    b = slow.rollout(40, policy(), break_when_any_done=stop)
+    a = fast.rollout(80, policy(), break_when_any_done=stop)
+    b = slow.rollout(80, policy(), break_when_any_done=stop)
     _same(a, b)
-    assert rows.runs and rows.runs[0].t == 10
+    assert rows.runs and rows.runs[0].t == (50 - 31 if stop else 50)
 
 
 def test_a_policy_that_edits_its_input_in_place_sees_the_same_effects(monkeypatch):
@@ -163,16 +174,17 @@ def test_a_policy_that_edits_its_input_in_place_sees_the_same_effects(monkeypatc
 
 @pytest.mark.parametrize("stop", [False, True])
 def test_callbacks_see_the_same_roots(monkeypatch, stop):
-    Rows(monkeypatch)
-    fast, slow = _pair("cartpole_categorical")
-    actions = _actions(fast, 60)
+    rows = Rows(monkeypatch)
+    fast, slow = _pair("pendulum")
+    actions = _actions(fast, 80)
     seen: dict[str, list[TensorDictBase]] = {"fast": [], "slow": []}
 
     def record(name):
         return lambda env, td: seen[name].append(td.clone())
 
-    fast.rollout(60, _replay(actions), break_when_any_done=stop, callback=record("fast"))
-    slow.rollout(60, _replay(actions), break_when_any_done=stop, callback=record("slow"))
+    fast.rollout(80, _replay(actions), break_when_any_done=stop, callback=record("fast"))
+    slow.rollout(80, _replay(actions), break_when_any_done=stop, callback=record("slow"))
+    assert rows.runs
     assert len(seen["fast"]) == len(seen["slow"]) > 0
     for x, y in zip(seen["fast"], seen["slow"]):
         _same(x, y)
@@ -188,13 +200,13 @@ def test_a_wrong_action_raises_the_general_error_and_the_env_stays_usable(monkey
     count = iter(range(10**6))
 
     def act(td):
-        return td.set("action", wrong if next(count) == 5 else good)
+        return td.set("action", wrong if next(count) == 40 else good)
 
     with pytest.raises(SpecError, match="action"):
-        env.rollout(20, act, break_when_any_done=False)
-    assert rows.runs and rows.runs[0].t == 5  # the rows took the first five steps
-    out = env.rollout(20, lambda td: td.set("action", good), break_when_any_done=False)
-    assert out.batch_size == (20,)
+        env.rollout(60, act, break_when_any_done=False)
+    assert rows.runs and rows.runs[0].t == 40  # the rows took the first 40 steps
+    out = env.rollout(60, lambda td: td.set("action", good), break_when_any_done=False)
+    assert out.batch_size == (60,)
 
 
 def test_results_are_fresh_memory_owned_by_the_caller(monkeypatch):
@@ -229,8 +241,8 @@ def test_layouts_the_rows_cannot_hold_use_the_general_loop(monkeypatch):
         td.set("observation", td.get("observation").clone().requires_grad_(True))
         return td.set("action", a)
 
-    out = env.rollout(10, grad_obs, break_when_any_done=False)
-    assert out.batch_size == (10,) and not rows.runs
+    out = env.rollout(50, grad_obs, break_when_any_done=False)
+    assert out.batch_size == (50,) and not rows.runs
     assert out["observation"].requires_grad  # kept as the general loop keeps it
 
 
@@ -252,9 +264,17 @@ def test_a_non_contiguous_observation_from_gymnasium_is_copied(monkeypatch):
     gym.register("tdrl-test/Strided-v0", entry_point=Strided)
     rows = Rows(monkeypatch)
     fast, slow = GymEnv("tdrl-test/Strided-v0"), GeneralGymEnv("tdrl-test/Strided-v0")
-    actions = _actions(fast, 30)
+    actions = _actions(fast, 60)
     _same(
-        fast.rollout(30, _replay(actions), break_when_any_done=False),
-        slow.rollout(30, _replay(actions), break_when_any_done=False),
+        fast.rollout(60, _replay(actions), break_when_any_done=False),
+        slow.rollout(60, _replay(actions), break_when_any_done=False),
     )
     assert rows.runs
+
+
+@pytest.mark.parametrize("steps", [0, -3])
+def test_a_rollout_needs_at_least_one_step(steps):
+    env = GymEnv("CartPole-v1")
+    with pytest.raises(ValueError, match=f"max_steps must be at least 1 \\(got {steps}"):
+        env.rollout(steps)
+    assert env.rollout(3).batch_size[0] >= 1  # still usable

@@ -471,6 +471,11 @@ class EnvBase(SpecOwner, EnvChecks):
             storing_device=storing_device,
             auto_cast_to_device=auto_cast_to_device,
         )
+        if max_steps < 1:
+            raise ValueError(
+                f"{type(self).__name__}.rollout: max_steps must be at least 1 (got {max_steps!r};"
+                " expected a positive number of steps)."
+            )
         if actions is not None:
             if policy is not None:
                 raise ValueError(

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.envs.core._fast import stack_plain
-from tdrl.envs.core._row_run import RowRun
+from tdrl.envs.core._row_run import MIN_ROWS, RowRun
 
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["action_policy", "check_rollout_options", "play", "set_truncated_last", "stack"]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
+
+_ROWS_AFTER = 32  # general steps before rows, in a run that may stop early
 
 
 def check_rollout_options(
@@ -64,25 +66,38 @@ def play(
 ) -> TensorDictBase:
     """Runs the steps; returns them stacked (time as the last batch dim).
 
-    After the first step, an env with a row writer steps straight into the rows of the result
-    (``RowRun``) for as long as the policy writes what it can take; the general loop does
-    the rest.
+    An env with a row writer steps straight into the rows of the result (``RowRun``) for as
+    long as the policy writes what they can take; the general loop does the rest. Rows pay off
+    over many steps only: a run of a known length starts after the first step when it is long
+    enough, one that may stop at a done after ``_ROWS_AFTER`` steps of the general loop.
     """
     steps: list[TensorDictBase] = []
-    td, stopped = _general(env, td, (0, 1, max_steps), act, break_when_any_done, callback, steps)
-    if stopped or max_steps < 2:
+    warm = _ROWS_AFTER if break_when_any_done else 1
+    if max_steps - warm < MIN_ROWS:
+        warm = max_steps  # too short for rows
+    td, stopped = _general(env, td, (0, warm, max_steps), act, break_when_any_done, callback, steps)
+    if stopped or warm == max_steps:
         return stack(steps)
-    run = RowRun.start(env, steps[0], td, max_steps, exact=not break_when_any_done)
+    # the run starts from the last general step (its row 0)
+    count = max_steps - warm + 1
+    run = RowRun.start(env, steps[-1], td, count, exact=not break_when_any_done)
     if run is not None:
-        td, acted = _rows(run, td, max_steps, act, break_when_any_done, callback)
+        td, acted = _rows(run, td, count, act, break_when_any_done, callback)
         if td is None:
-            return run.result()
-        steps = run.steps()
+            return _join(steps[:-1], run.result())
+        steps = steps[:-1] + run.steps()
     else:
         acted = False
     span = (len(steps), max_steps, max_steps)
     _general(env, td, span, act, break_when_any_done, callback, steps, acted)
     return stack(steps)
+
+
+def _join(head: list[TensorDictBase], rows: TensorDictBase) -> TensorDictBase:
+    """The general steps ``head`` stacked before the rows' result."""
+    if not head:
+        return rows
+    return torch.cat([stack(head), rows], 0)  # type: ignore[list-item]
 
 
 def _general(
@@ -123,12 +138,12 @@ def _general(
 def _rows(
     run: RowRun,
     root: TensorDictBase,
-    max_steps: int,
+    count: int,
     act: Policy,
     stop: bool,
     callback: Callable[..., Any] | None,
 ) -> tuple[TensorDictBase | None, bool]:
-    """The steps of a row run, from the second on. Returns ``(None, False)`` when the run
+    """The steps of a row run of at most ``count`` steps, from the second on. Returns ``(None, False)`` when the run
     ended, or the policy's output that the rows cannot take and True (the caller hands
     ``run.steps()`` to the general loop, which steps it)."""
     env, reset, advance = run.env, not stop, run.advance
@@ -137,7 +152,7 @@ def _rows(
         done = advance(td, reset)
         if done < 0:
             return td, True
-        if run.t == max_steps or (stop and done):
+        if run.t == count or (stop and done):
             if callback is not None and not stop:
                 callback(env, run.root())
             return None, False

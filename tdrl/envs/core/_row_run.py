@@ -32,8 +32,9 @@ from tensordict import TensorDict, TensorDictBase
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
 
-__all__ = ["RowRun", "RowWriter"]
+__all__ = ["MIN_ROWS", "RowRun", "RowWriter"]
 
+MIN_ROWS = 32  # the fewest steps worth rows (their set-up costs ~10 steps of the general loop)
 _FIRST_ROWS = 64  # rows allocated first when a run may stop early (doubled when full)
 _from_numpy = torch.from_numpy
 # the dtypes the rows may hold (they are written and read through numpy views)
