@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import torch
 from tensordict import TensorDictBase
 
-from tdrl.envs.core._base import EnvBase
 from tdrl.envs.core._row_run import MIN_ROWS, RowRun
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class CollectorRows:
         None when the general loop must run the batch."""
         env = collector.env
         if (
-            type(env)._row_writer is EnvBase._row_writer
+            not env._rows_possible()
             or collector.max_frames_per_traj is not None
             or len(collector._ids) != 1
             or collector.steps_per_batch <= MIN_ROWS

@@ -136,11 +136,17 @@ class EnvBase(SpecOwner, EnvChecks):
         reset_row)`` reads the actions from ``td``, writes every ``"next"`` entry into row
         ``row`` of ``nxt`` in place and returns whether the step ended the episode; when it
         did and ``reset_row`` is not None, it also resets and writes every root entry into row
-        ``reset_row`` of ``root``. It must give exactly the data of ``step`` (and of the reset
-        that ``maybe_reset`` runs). ``None`` (the default) makes the callers use the public
-        methods.
+        ``reset_row`` of ``root``; its ``reset(row)`` resets the env into row ``row`` of
+        ``root`` (for writers that wrap it, e.g. a TransformedEnv's). It must give exactly the
+        data of ``step`` (and of the reset that ``maybe_reset`` runs). ``None`` (the default)
+        makes the callers use the public methods.
         """
         return None
+
+    def _rows_possible(self) -> bool:
+        """Hook: a cheap test of whether ``_row_writer`` may return a writer (False skips the
+        set-up of rows). The default: whether the class overrides ``_row_writer``."""
+        return type(self)._row_writer is not EnvBase._row_writer
 
     def _on_specs_changed(self) -> None:
         self._step_mdp = StepMDP(

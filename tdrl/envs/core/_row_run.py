@@ -53,6 +53,10 @@ class RowWriter(Protocol):
         row of the root buffers."""
         ...
 
+    def reset(self, row: int) -> None:
+        """Resets the env into row ``row`` of the root buffers."""
+        ...
+
 
 def _tensors(td: Any) -> dict[str, torch.Tensor] | None:
     """The leaves of a plain, unnamed TensorDict of batch ``()`` holding cpu tensors only, of
@@ -98,9 +102,10 @@ class RowRun:
         self._actions: list[list[torch.Tensor]] = [[fstore[k]] for k in self._action_keys]
         self._reset_rows: list[int] = []  # rows >= 2 whose root the writer wrote after a reset
         self._from_reset = False  # whether the last step reset the env
-        self._expected: tuple[str, ...] | None = None  # the keys the policy returns
-        self._given: list[torch.Tensor] = list(root._tensordict.values())
-        self._given_keys = tuple(root._tensordict)
+        # the root entries handed to the policy (the policy must return them, the actions and
+        # nothing else: as many keys, these tensors, valid actions)
+        self._given: dict[str, torch.Tensor] = dict(root._tensordict)
+        self._n_keys = len(self._root_keys) + len(self._action_keys)
         self._batch = first._batch_size
         self._writer: RowWriter | None = None
         self._alloc(rows)
@@ -115,9 +120,7 @@ class RowRun:
         ``steps`` is the most steps the run may take; with ``exact`` it takes all of them (the
         buffers get their final size at once), else they start small and grow.
         """
-        from tdrl.envs.core._base import EnvBase
-
-        if type(env)._row_writer is EnvBase._row_writer or env.batch_size or steps < 2:
+        if env.batch_size or steps < 2 or not env._rows_possible():
             return None
         layout = RowRun._layout(env, first, root)
         if layout is None:
@@ -177,28 +180,19 @@ class RowRun:
             TensorDict._new_unsafe(self._next, batch_size=torch.Size([rows]), nested=False),
             TensorDict._new_unsafe(self._reset, batch_size=torch.Size([rows + 1]), nested=False),
         )
-        self._next_np = [self._next[k].numpy() for k in self._root_keys]
-        # a run of its final size hands out every row: unbinding them at once is cheaper
-        # than a view per row and step
-        self._next_rows = (
-            [self._next[k].unbind(0) for k in self._root_keys] if rows == self._steps else None
-        )
-        self._reset_np = [self._reset[k].numpy() for k in self._root_keys]
+        self._next_np = [(k, self._next[k].numpy()) for k in self._root_keys]
+        self._reset_np = [(k, self._reset[k].numpy()) for k in self._root_keys]
 
     # ------------------------------------------------------------------ steps
     def root(self) -> TensorDict:
         """The root before step ``t``: a fresh TensorDict of views of its rows."""
         t = self.t
         if self._from_reset:
-            given = [_from_numpy(a[t]) for a in self._reset_np]
-        elif self._next_rows is not None:
-            given = [rows[t - 1] for rows in self._next_rows]
+            given = {k: _from_numpy(a[t]) for k, a in self._reset_np}
         else:
-            given = [_from_numpy(a[t - 1]) for a in self._next_np]
+            given = {k: _from_numpy(a[t - 1]) for k, a in self._next_np}
         self._given = given
-        return TensorDict._new_unsafe(
-            dict(zip(self._root_keys, given)), batch_size=self._batch, nested=False
-        )
+        return TensorDict._new_unsafe(given, batch_size=self._batch, nested=False)
 
     def advance(self, td: TensorDictBase, reset: bool) -> int:
         """Steps the env into row ``t`` with the policy's output ``td`` (from the last
@@ -209,20 +203,17 @@ class RowRun:
         if type(td) is not TensorDict or td._batch_size != self._batch:
             return -1
         store = td._tensordict
-        keys = tuple(store)
-        if keys != self._expected:
-            if self._expected is not None or not self._first_keys(keys):
-                return -1
-            self._expected = keys
-        t = self.t
-        given = self._given
-        for i, key in enumerate(self._root_keys if t > 1 else self._given_keys):
-            if store[key] is not given[i]:
+        if len(store) != self._n_keys:  # with every key below present: no other key
+            return -1
+        get = store.get
+        for key, value in self._given.items():
+            if get(key) is not value:
                 return -1
         for key, shape, dtype in self._action_checks:
-            value = store[key]
+            value = get(key)
             if type(value) is not torch.Tensor or value.dtype != dtype or value.shape != shape:
                 return -1
+        t = self.t
         if t == self._rows:
             self._alloc(min(2 * self._rows, self._steps))
         for refs, key in zip(self._actions, self._action_keys):
@@ -233,12 +224,6 @@ class RowRun:
             self._reset_rows.append(t + 1)
         self.t = t + 1
         return 1 if done else 0
-
-    def _first_keys(self, keys: tuple[str, ...]) -> bool:
-        return len(keys) == len(self._root_keys) + len(self._action_keys) and set(keys) == {
-            *self._root_keys,
-            *self._action_keys,
-        }
 
     # ------------------------------------------------------------------ results
     def steps(self) -> list[TensorDictBase]:

@@ -84,12 +84,13 @@ class GymRows:
         self._views()
 
     @staticmethod
-    def build(owner: GymWrapper, nxt: TensorDictBase, root: TensorDictBase) -> GymRows | None:
-        """The writer of ``owner`` for these buffers, or None when the general path is needed."""
+    def possible(owner: GymWrapper) -> bool:
+        """Whether ``owner`` can have a writer at all (one env, a Box observation, a Discrete
+        or Box action, no info entries, no pixels, on the cpu, the wrapper's own methods)."""
         from tdrl.envs.libs._gymnasium import GymWrapper
 
         cls = type(owner)
-        if (
+        return not (
             owner.is_vector
             or owner._pixels is not None
             or owner._info.specs
@@ -105,7 +106,12 @@ class GymRows:
                 getattr(cls, m) is not getattr(GymWrapper, m)
                 for m in ("step", "_step", "_reset", "reset", "step_and_maybe_reset")
             )
-        ):
+        )
+
+    @staticmethod
+    def build(owner: GymWrapper, nxt: TensorDictBase, root: TensorDictBase) -> GymRows | None:
+        """The writer of ``owner`` for these buffers, or None when the general path is needed."""
+        if not GymRows.possible(owner):
             return None
         obs = owner.full_observation_spec["observation"]
         shapes = {"observation": obs.shape, "reward": torch.Size([1])}
@@ -134,12 +140,16 @@ class GymRows:
         self._term[row, 0], self._trunc[row, 0] = term, trunc
         self._done[row, 0] = done = term or trunc
         if done and reset_row is not None:
-            obs, _ = self._env.reset(seed=self._owner._take_seed())
-            self._check(obs)
-            self._root_obs[reset_row] = obs
-            for flag in self._root_flags:
-                flag[reset_row, 0] = False
+            self.reset(reset_row)
         return done
+
+    def reset(self, row: int) -> None:
+        """Resets the env into row ``row`` of the root buffers."""
+        obs, _ = self._env.reset(seed=self._owner._take_seed())
+        self._check(obs)
+        self._root_obs[row] = obs
+        for flag in self._root_flags:
+            flag[row, 0] = False
 
     def _check(self, obs: Any) -> None:
         shape = obs.shape if type(obs) is np.ndarray else np.shape(obs)

@@ -310,6 +310,9 @@ class GymWrapper(EnvBase):
         ``EnvBase._row_writer`` and ``GymRows``)."""
         return GymRows.build(self, nxt, root)
 
+    def _rows_possible(self) -> bool:
+        return GymRows.possible(self)
+
     def _set_seed(self, seed: int | None) -> None:
         self._pending_seed = seed
         self.env.action_space.seed(seed)

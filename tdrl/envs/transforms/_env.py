@@ -16,6 +16,7 @@ from tdrl.envs.transforms._casts import DeviceCastTransform
 from tdrl.envs.transforms._checks import check_transform_output
 from tdrl.envs.transforms._compose import Compose, _nodes
 from tdrl.envs.transforms._env_up_to import EnvUpTo
+from tdrl.envs.transforms._rows import TransformedRows, rows_possible
 from tdrl.envs.transforms._utils import SPEC_KINDS, group_mask
 from tdrl.specs import Composite, TensorSpec
 
@@ -436,6 +437,14 @@ class TransformedEnv(EnvBase):
             self._check_output(t, "_step", i, nxt, before, ("observation", "reward", "done"))
             self._checked["step"].add(i)
         return nxt
+
+    def _row_writer(self, nxt: TensorDictBase, root: TensorDictBase) -> TransformedRows | None:
+        """Rows when the base env has them and every transform has a row form (see
+        ``TransformedRows``)."""
+        return TransformedRows.build(self, nxt, root)
+
+    def _rows_possible(self) -> bool:
+        return rows_possible(self)
 
     def _inverse_up_to(self, n: int) -> list[Transform]:
         return [t for t in self._flat[:n] if _is_inverse(t)]
