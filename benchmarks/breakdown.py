@@ -122,6 +122,56 @@ def gym_rollout() -> None:
     print(f"  {'(gymnasium step alone)':30s} {statistics.median(gym_alone) / 1e3:6.2f}")
 
 
+def gym_rollout_rows() -> None:
+    """The same rollout through rows (``RowRun``, what ``env.rollout`` runs for a single
+    gymnasium env since the second issue-16 round): the phases of a row step, and the per-run
+    costs (the general first step, the set-up, the result) spread over the steps."""
+    try:
+        from tdrl.envs.core._row_run import RowRun
+    except ImportError:  # a tree without rows
+        return
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    env.set_seed(0)
+    actions = torch.randint(0, 2, (STEPS,), generator=torch.Generator().manual_seed(0))
+    gym_env = env.env
+    p = Phases()
+    for _ in range(ROUNDS):
+        a = _ns()
+        td = env.reset().set("action", actions[0])
+        first, root = env.step_and_maybe_reset(td)
+        b = _ns()
+        run = RowRun.start(env, first, root, STEPS, exact=True)
+        c = _ns()
+        assert run is not None
+        p.samples.setdefault("first step (general, per step)", []).append((b - a) / STEPS)
+        p.samples.setdefault("set-up (per step)", []).append((c - b) / STEPS)
+        for t in range(1, STEPS):
+            a = _ns()
+            td = root.set("action", actions[t])
+            b = _ns()
+            run.advance(td, True)  # the gymnasium step is inside: timed alone below
+            c = _ns()
+            root = run.root()
+            d = _ns()
+            p.add("policy (td.set action)", b - a)
+            p.add("advance (checks + writer)", c - b)
+            p.add("root (views + TensorDict)", d - c)
+            p.steps += 1
+        a = _ns()
+        run.result()
+        p.samples.setdefault("result (per step)", []).append((_ns() - a) / STEPS)
+    gym_env.reset(seed=0)
+    alone = []
+    for t in range(STEPS * ROUNDS):
+        a = _ns()
+        _, _, term, trunc, _ = gym_env.step(int(actions[t % STEPS]))
+        alone.append(_ns() - a)
+        if term or trunc:
+            gym_env.reset()
+    p.report("GymEnv CartPole-v1 rollout step through rows")
+    print(f"  {'(gymnasium step alone)':30s} {statistics.median(alone) / 1e3:6.2f}")
+
+
 def collector_step() -> None:
     """Collector(GymEnv("Pendulum-v1")) with random actions, one batch of 200 steps."""
     collector = Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=STEPS)
@@ -205,5 +255,6 @@ def step_mdp_parts() -> None:
 
 if __name__ == "__main__":
     gym_rollout()
+    gym_rollout_rows()
     collector_step()
     step_mdp_parts()
