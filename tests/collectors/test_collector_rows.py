@@ -124,8 +124,19 @@ def test_short_batches_use_the_general_loop(monkeypatch):
     assert _compare(monkeypatch, "CartPole-v1", lambda: None, frames_per_batch=32) == 0
 
 
-def test_a_policy_with_other_outputs_uses_the_general_loop(monkeypatch):
-    assert _compare(monkeypatch, "Pendulum-v1", ExtraOutputs, frames_per_batch=100) == 0
+def test_a_policy_with_other_outputs(monkeypatch):
+    """The mean the policy writes beside the action is carried to the next root by step_mdp
+    and stacked like the action."""
+    kwargs = {"env_kwargs": {"max_episode_steps": 45}}
+    assert _compare(monkeypatch, "Pendulum-v1", ExtraOutputs, frames_per_batch=100, **kwargs) == 4
+
+
+def test_random_frames_before_a_policy_with_other_outputs(monkeypatch):
+    """Random frames carry zeros where the policy writes its other outputs."""
+    finished = _compare(
+        monkeypatch, "Pendulum-v1", ExtraOutputs, frames_per_batch=100, init_random_frames=150
+    )
+    assert finished == 4
 
 
 def test_random_frames_before_a_policy(monkeypatch):

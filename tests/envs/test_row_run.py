@@ -278,3 +278,57 @@ def test_a_rollout_needs_at_least_one_step(steps):
     with pytest.raises(ValueError, match=f"max_steps must be at least 1 \\(got {steps}"):
         env.rollout(steps)
     assert env.rollout(3).batch_size[0] >= 1  # still usable
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_other_policy_outputs_are_carried_and_stacked(monkeypatch, stop):
+    """A policy writing a mean and a log-prob beside the action (as stochastic actors do):
+    step_mdp carries them to the next root, the rows stack them like the actions. Every third
+    step the policy leaves the carried mean as it is."""
+    rows = Rows(monkeypatch)
+    fast = GymEnv("Pendulum-v1", max_episode_steps=50)
+    slow = GeneralGymEnv("Pendulum-v1", max_episode_steps=50)
+    fast.set_seed(0)
+    slow.set_seed(0)
+
+    def policy():
+        count = iter(range(10**6))
+        gen = torch.Generator().manual_seed(0)
+
+        def act(td):
+            i = next(count)
+            if i % 3 or "loc" not in td.keys():
+                td.set("loc", td["observation"][..., :1].tanh() * 2)
+            noise = torch.randn(1, generator=gen)
+            td.set("sample_log_prob", -noise.square().sum())
+            return td.set("action", (td["loc"] + noise).clamp(-2, 2))
+
+        return act
+
+    _same(
+        fast.rollout(150, policy(), break_when_any_done=stop),
+        slow.rollout(150, policy(), break_when_any_done=stop),
+    )
+    assert rows.runs
+
+
+def test_other_outputs_that_change_shape_fall_back(monkeypatch):
+    rows = Rows(monkeypatch)
+    fast, slow = _pair("pendulum")
+    actions = _actions(fast, 80)
+
+    def policy():
+        count = iter(range(10**6))
+        replay = _replay(actions)
+
+        def act(td):
+            size = 1 if next(count) < 40 else 2
+            return replay(td.set("extra", torch.zeros(size)))
+
+        return act
+
+    with pytest.raises(RuntimeError):  # the general loop cannot stack them either
+        slow.rollout(80, policy(), break_when_any_done=False)
+    with pytest.raises(RuntimeError):
+        fast.rollout(80, policy(), break_when_any_done=False)
+    assert rows.runs and rows.runs[0].t == 40

@@ -14,9 +14,13 @@ entries of the result in both. The root entries of the result are copied at the 
 (row ``t`` of the root is row ``t - 1`` of ``"next"`` unless the env was reset after step
 ``t - 1``), and the actions the policy wrote are stacked once.
 
+The policy may write other entries beside the actions (a mean, a log-prob): ``step_mdp``
+carries them to the next root, so the policy gets its last outputs back, and they are stacked
+at the end like the actions.
+
 Each step checks that the policy returned a plain TensorDict with the root keys it was given
-(the same tensors), the action keys with tensors of the spec's shape and dtype, and nothing
-else. Anything else ends the row run: :meth:`RowRun.steps` gives the steps done so far as
+(the same tensors), the action keys with tensors of the spec's shape and dtype, its other
+outputs with the shape and dtype of step 0's, and nothing else. Anything else ends the row run: :meth:`RowRun.steps` gives the steps done so far as
 TensorDicts (views of the rows) and the caller continues with the general code; the data is
 the same either way.
 """
@@ -87,25 +91,32 @@ class RowRun:
         env: EnvBase,
         first: TensorDict,
         root: TensorDict,
-        layout: tuple[tuple[str, ...], tuple[str, ...]],
+        layout: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
         rows: int,
         steps: int,
     ) -> None:
         self.env = env
         self.t = 1
         self._first, self._root1 = first, root
-        self._next_keys, self._root_keys = layout
+        self._next_keys, self._root_keys, carried = layout
         self._steps = steps
-        self._action_keys = [path[0] for path, _, _ in env._action_paths]
-        self._action_checks = [(p[0], s, d) for p, s, d in env._action_paths]
         fstore = first._tensordict
-        self._actions: list[list[torch.Tensor]] = [[fstore[k]] for k in self._action_keys]
+        # the policy's outputs: the actions (checked against their specs), then the other
+        # entries it writes (carried to the next root by step_mdp, checked against step 0)
+        actions = [path[0] for path, _, _ in env._action_paths]
+        self._out_keys = [*actions, *carried]
+        self._out_checks = [(p[0], s, d) for p, s, d in env._action_paths] + [
+            (k, fstore[k].shape, fstore[k].dtype) for k in carried
+        ]
+        self._outputs: list[list[torch.Tensor]] = [[fstore[k]] for k in self._out_keys]
+        self._carried = [(k, self._outputs[len(actions) + i]) for i, k in enumerate(carried)]
         self._reset_rows: list[int] = []  # rows >= 2 whose root the writer wrote after a reset
         self._from_reset = False  # whether the last step reset the env
-        # the root entries handed to the policy (the policy must return them, the actions and
-        # nothing else: as many keys, these tensors, valid actions)
-        self._given: dict[str, torch.Tensor] = dict(root._tensordict)
-        self._n_keys = len(self._root_keys) + len(self._action_keys)
+        # the root entries from the rows handed to the policy: it must return them, its outputs
+        # and nothing else (as many keys, these tensors, outputs of their shape and dtype)
+        root_store = root._tensordict
+        self._given: dict[str, torch.Tensor] = {k: root_store[k] for k in self._root_keys}
+        self._n_keys = len(self._root_keys) + len(self._out_keys)
         self._batch = first._batch_size
         self._writer: RowWriter | None = None
         self._alloc(rows)
@@ -131,10 +142,11 @@ class RowRun:
     @staticmethod
     def _layout(
         env: EnvBase, first: TensorDictBase, root: TensorDictBase
-    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-        """``(next keys, root keys)`` when every step can be written into rows: flat plain
-        data, action keys at the root, and a root that ``step_mdp`` takes from ``"next"``
-        alone, with the entries (shapes, dtypes) of the first step's root."""
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+        """``(next keys, root keys, carried keys)`` when every step can be written into rows:
+        flat plain data, action keys at the root, and a root that ``step_mdp`` takes from
+        ``"next"`` (the root keys) and from the policy's other outputs (the carried keys, e.g.
+        a log-prob), with the entries (shapes, dtypes) of the first step."""
         if any(len(path) != 1 for path, _, _ in env._action_paths):
             return None
         fleaves = _tensors(first.exclude("next") if type(first) is TensorDict else None)
@@ -144,19 +156,20 @@ class RowRun:
             return None
         probe = env._step_mdp(first)._tensordict  # the root layout of every later step
         actions = {path[0] for path, _, _ in env._action_paths}
-        own = {k: v for k, v in fleaves.items() if k not in actions}
+        own = [k for k in probe if k in nxt and probe[k] is nxt[k]]
+        carried = [k for k in probe if k not in own]
         if (
             not actions <= fleaves.keys()
-            or set(probe) != set(own)
-            or set(rleaves) != set(own)
-            or any(probe[k] is not nxt.get(k) for k in probe)
+            or set(fleaves) != {*own, *actions, *carried}
+            or set(rleaves) != set(probe)
+            or any(k in actions or probe[k] is not fleaves.get(k) for k in carried)
         ):
             return None
-        for k, v in own.items():
+        for k in own:
             for other in (nxt[k], rleaves[k]):
-                if other.shape != v.shape or other.dtype != v.dtype:
+                if other.shape != fleaves[k].shape or other.dtype != fleaves[k].dtype:
                     return None
-        return tuple(nxt), tuple(probe)
+        return tuple(nxt), tuple(own), tuple(carried)
 
     def _alloc(self, rows: int) -> None:
         """(Re)allocates the buffers for ``rows`` steps (keeping the rows written so far) and
@@ -192,6 +205,8 @@ class RowRun:
         else:
             given = {k: _from_numpy(a[t - 1]) for k, a in self._next_np}
         self._given = given
+        if self._carried:  # the policy's last outputs, as step_mdp carries them
+            given = {**given, **{k: refs[-1] for k, refs in self._carried}}
         return TensorDict._new_unsafe(given, batch_size=self._batch, nested=False)
 
     def advance(self, td: TensorDictBase, reset: bool) -> int:
@@ -209,14 +224,14 @@ class RowRun:
         for key, value in self._given.items():
             if get(key) is not value:
                 return -1
-        for key, shape, dtype in self._action_checks:
+        for key, shape, dtype in self._out_checks:
             value = get(key)
             if type(value) is not torch.Tensor or value.dtype != dtype or value.shape != shape:
                 return -1
         t = self.t
         if t == self._rows:
             self._alloc(min(2 * self._rows, self._steps))
-        for refs, key in zip(self._actions, self._action_keys):
+        for refs, key in zip(self._outputs, self._out_keys):
             refs.append(store[key])
         done = self._writer.step(td, t, t + 1 if reset else None)  # type: ignore[union-attr]
         self._from_reset = from_reset = done and reset
@@ -238,10 +253,10 @@ class RowRun:
                 if key == "next":
                     nxt = {k: v[t] for k, v in self._next.items()}
                     values[key] = TensorDict._new_unsafe(nxt, batch_size=self._batch, nested=False)
-                elif key in root:
-                    values[key] = root[key]
+                elif key in self._out_keys:
+                    values[key] = self._outputs[self._out_keys.index(key)][t]
                 else:
-                    values[key] = self._actions[self._action_keys.index(key)][t]
+                    values[key] = root[key]
             out.append(TensorDict._new_unsafe(values, batch_size=self._batch, nested=False))
         return out
 
@@ -265,8 +280,8 @@ class RowRun:
                 out[key] = TensorDict._new_unsafe(
                     {k: nxt[k] for k in nstore}, batch_size=torch.Size([n]), nested=False
                 )
-            elif key in self._action_keys:
-                out[key] = torch.stack(self._actions[self._action_keys.index(key)][:n])
+            elif key in self._out_keys:
+                out[key] = torch.stack(self._outputs[self._out_keys.index(key)][:n])
             else:
                 out[key] = self._root_column(key, value, n)
         return TensorDict._new_unsafe(out, batch_size=torch.Size([n]), nested=False)
@@ -282,8 +297,8 @@ class RowRun:
                     column = target.get(k)
                     column[1:].copy_(v[1:n])
                     column[0].copy_(value._tensordict[k])
-            elif key in self._action_keys:
-                refs = self._actions[self._action_keys.index(key)][:n]
+            elif key in self._out_keys:
+                refs = self._outputs[self._out_keys.index(key)][:n]
                 column = dst.get(key)
                 try:
                     torch.stack(refs, 0, out=column)
