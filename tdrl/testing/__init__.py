@@ -1,5 +1,6 @@
 """Importable test helpers: mock envs and contract test bases."""
 
+from tdrl.testing._compare import assert_same_data
 from tdrl.testing._hostile import HostileCase, LoadAudit, buffer_cases, check_outcome, train_cases
 from tdrl.testing._loss_contract import LossContract
 from tdrl.testing._loss_fixtures import (
@@ -38,6 +39,7 @@ __all__ = [
     "TransformContract",
     "TransformTestEnv",
     "agents_keys",
+    "assert_same_data",
     "bind_stacked",
     "buffer_cases",
     "check_outcome",

@@ -14,6 +14,7 @@ from tensordict.nn import TensorDictModule
 import tdrl.collectors._rows as rows_module
 from tdrl.collectors import Collector
 from tdrl.envs.libs import GymEnv
+from tdrl.testing import assert_same_data
 
 
 class GeneralGymEnv(GymEnv):
@@ -51,15 +52,6 @@ def _batches(env: GymEnv, policy: Any, batches: int, **kwargs: Any) -> tuple[lis
     return out, state
 
 
-def _same(a: TensorDictBase, b: TensorDictBase) -> None:
-    assert a.batch_size == b.batch_size
-    assert set(a.keys(True, True)) == set(b.keys(True, True))
-    for key in a.keys(True, True):
-        x, y = a.get(key), b.get(key)
-        assert x.dtype == y.dtype, key
-        torch.testing.assert_close(x, y, msg=str(key))
-
-
 def _compare(
     monkeypatch: pytest.MonkeyPatch,
     name: str,
@@ -76,7 +68,7 @@ def _compare(
     slow, slow_state = _batches(GeneralGymEnv(name, **env_kwargs), policy(), batches, **kwargs)
     assert spy.finished == finished  # the general env never uses rows
     for a, b in zip(fast, slow, strict=True):
-        _same(a, b)
+        assert_same_data(a, b)
     assert fast_state["next_traj_id"] == slow_state["next_traj_id"]
     return finished
 

@@ -13,6 +13,7 @@ from tensordict import TensorDictBase
 from tdrl.envs.batched import ParallelEnv, SerialEnv
 from tdrl.envs.libs import GymEnv
 from tdrl.errors import SpecError, WorkerError
+from tdrl.testing import assert_same_data
 
 
 class GeneralGymEnv(GymEnv):
@@ -56,12 +57,6 @@ def _pair(case: str, n: int = 3) -> tuple[SerialEnv, SerialEnv]:
     return fast, slow
 
 
-def _same(a: TensorDictBase, b: TensorDictBase) -> None:
-    assert set(a.keys(True, True)) == set(b.keys(True, True))
-    for key in a.keys(True, True):
-        torch.testing.assert_close(a.get(key), b.get(key), msg=str(key))
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rows_step_like_the_general_path(case):
     fast, slow = _pair(case)
@@ -70,7 +65,7 @@ def test_rows_step_like_the_general_path(case):
     torch.manual_seed(0)
     actions = [fast.rand_action()["action"] for _ in range(40)]
     fa, sa = fast.reset(), slow.reset()
-    _same(fa, sa)
+    assert_same_data(fa, sa)
     for i, action in enumerate(actions):
         fa.set("action", action)
         sa.set("action", action)
@@ -79,8 +74,8 @@ def test_rows_step_like_the_general_path(case):
         else:
             f_out, s_out = fast.step(fa), slow.step(sa)
             fa, sa = fast.maybe_reset(fast.step_mdp(f_out)), slow.maybe_reset(slow.step_mdp(s_out))
-        _same(f_out, s_out)
-        _same(fa, sa)
+        assert_same_data(f_out, s_out)
+        assert_same_data(fa, sa)
     fast.close()
     slow.close()
 
@@ -100,8 +95,8 @@ def test_rows_in_worker_processes_like_the_general_path():
             fast.step_and_maybe_reset(fa.set("action", action)),
             slow.step_and_maybe_reset(sa.set("action", action)),
         )
-        _same(f_out, s_out)
-        _same(fa, sa)
+        assert_same_data(f_out, s_out)
+        assert_same_data(fa, sa)
     fast.close()
     slow.close()
 
@@ -136,5 +131,5 @@ def test_a_deep_copy_of_a_started_env_steps_its_own_rows():
             twin.step_and_maybe_reset(ta.set("action", action)),
             slow.step_and_maybe_reset(sa.set("action", action)),
         )
-        _same(t_out, s_out)
+        assert_same_data(t_out, s_out)
     assert fast._buffers.next.td["observation"].abs().sum() == 0  # the original is untouched

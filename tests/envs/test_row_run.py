@@ -12,6 +12,7 @@ from tensordict import TensorDictBase
 import tdrl.envs.core._row_run as row_run
 from tdrl.envs.libs import GymEnv
 from tdrl.errors import SpecError
+from tdrl.testing import assert_same_data
 
 
 class GeneralGymEnv(GymEnv):
@@ -62,15 +63,6 @@ def _replay(actions: list[torch.Tensor]):
     return lambda td: td.set("action", next(it).clone())
 
 
-def _same(a: TensorDictBase, b: TensorDictBase) -> None:
-    assert a.batch_size == b.batch_size
-    assert set(a.keys(True, True)) == set(b.keys(True, True))
-    for key in a.keys(True, True):
-        x, y = a.get(key), b.get(key)
-        assert x.dtype == y.dtype, key
-        torch.testing.assert_close(x, y, msg=str(key))
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("steps", [2, 33, 34, 64, 96, 97, 200])
 @pytest.mark.parametrize("stop", [False, True])
@@ -83,7 +75,7 @@ def test_rollout_through_rows_equals_the_general_loop(monkeypatch, case, steps, 
         replay = actions[i * steps :]
         a = fast.rollout(steps, _replay(replay), break_when_any_done=stop)
         b = slow.rollout(steps, _replay(replay), break_when_any_done=stop)
-        _same(a, b)
+        assert_same_data(a, b)
         lengths.append(a.batch_size[0])
     # rows run when the run may be long enough (short runs are cheaper in the general loop):
     # from step 1 without a stop at done, else from step 32 when no done came before
@@ -103,7 +95,7 @@ def test_a_long_run_that_stops_at_a_done_grows_its_rows(monkeypatch):
     actions = _actions(fast, 200)
     a = fast.rollout(200, _replay(actions), break_when_any_done=True)
     b = slow.rollout(200, _replay(actions), break_when_any_done=True)
-    _same(a, b)
+    assert_same_data(a, b)
     assert a.batch_size == (150,) and rows.runs[0].t == 150 - 31
 
 
@@ -112,12 +104,12 @@ def test_set_truncated_and_auto_reset_false(monkeypatch):
     fast, slow = _pair("cartpole_categorical")
     actions = _actions(fast, 120)
     for kwargs in ({"set_truncated": True}, {"set_truncated": True, "break_when_any_done": False}):
-        _same(
+        assert_same_data(
             fast.rollout(120, _replay(actions), **kwargs),
             slow.rollout(120, _replay(actions), **kwargs),
         )
     td_f, td_s = fast.reset(), slow.reset()
-    _same(
+    assert_same_data(
         fast.rollout(30, _replay(actions), auto_reset=False, tensordict=td_f),
         slow.rollout(30, _replay(actions), auto_reset=False, tensordict=td_s),
     )
@@ -146,7 +138,7 @@ def test_a_policy_that_changes_what_it_writes_mid_run_falls_back(monkeypatch, st
 
     a = fast.rollout(80, policy(), break_when_any_done=stop)
     b = slow.rollout(80, policy(), break_when_any_done=stop)
-    _same(a, b)
+    assert_same_data(a, b)
     assert rows.runs and rows.runs[0].t == (50 - 31 if stop else 50)
 
 
@@ -168,7 +160,7 @@ def test_a_policy_that_edits_its_input_in_place_sees_the_same_effects(monkeypatc
 
     a = fast.rollout(50, policy(), break_when_any_done=False)
     b = slow.rollout(50, policy(), break_when_any_done=False)
-    _same(a, b)
+    assert_same_data(a, b)
     assert rows.runs and rows.runs[0].t == 50
 
 
@@ -187,7 +179,7 @@ def test_callbacks_see_the_same_roots(monkeypatch, stop):
     assert rows.runs
     assert len(seen["fast"]) == len(seen["slow"]) > 0
     for x, y in zip(seen["fast"], seen["slow"]):
-        _same(x, y)
+        assert_same_data(x, y)
 
 
 @pytest.mark.parametrize("bad", ["shape", "dtype"])
@@ -223,7 +215,7 @@ def test_results_are_fresh_memory_owned_by_the_caller(monkeypatch):
     first = env.rollout(100, act, break_when_any_done=False)
     saved = first.clone()
     second = env.rollout(100, act, break_when_any_done=False)
-    _same(first, saved)  # the second rollout wrote nowhere the first one lives
+    assert_same_data(first, saved)  # the second rollout wrote nowhere the first one lives
     for x, y in zip(first.values(True, True), second.values(True, True)):
         assert x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr()
     # every input the policy received is still what the rollout recorded for that step
@@ -265,7 +257,7 @@ def test_a_non_contiguous_observation_from_gymnasium_is_copied(monkeypatch):
     rows = Rows(monkeypatch)
     fast, slow = GymEnv("tdrl-test/Strided-v0"), GeneralGymEnv("tdrl-test/Strided-v0")
     actions = _actions(fast, 60)
-    _same(
+    assert_same_data(
         fast.rollout(60, _replay(actions), break_when_any_done=False),
         slow.rollout(60, _replay(actions), break_when_any_done=False),
     )
@@ -305,7 +297,7 @@ def test_other_policy_outputs_are_carried_and_stacked(monkeypatch, stop):
 
         return act
 
-    _same(
+    assert_same_data(
         fast.rollout(150, policy(), break_when_any_done=stop),
         slow.rollout(150, policy(), break_when_any_done=stop),
     )

@@ -20,6 +20,7 @@ from tdrl.envs.transforms import (
     TransformedEnv,
 )
 from tdrl.envs.transforms._rows import TransformedRows
+from tdrl.testing import assert_same_data
 
 
 class GeneralGymEnv(GymEnv):
@@ -55,15 +56,6 @@ def _make(base_cls, name="Pendulum-v1", max_steps=None, episode=60, extra=()):
     return make
 
 
-def _same(a: TensorDictBase, b: TensorDictBase) -> None:
-    assert a.batch_size == b.batch_size
-    assert set(a.keys(True, True)) == set(b.keys(True, True))
-    for key in a.keys(True, True):
-        x, y = a.get(key), b.get(key)
-        assert x.dtype == y.dtype, key
-        torch.testing.assert_close(x, y, msg=str(key), rtol=0, atol=0)
-
-
 def _replay(actions):
     it = iter(actions)
     return lambda td: td.set("action", next(it).clone())
@@ -86,7 +78,7 @@ def test_rollouts_equal_the_general_path(monkeypatch, max_steps, stop):
         part = actions[i * 200 :]
         a = fast.rollout(200, _replay(part), break_when_any_done=stop)
         b = slow.rollout(200, _replay(part), break_when_any_done=stop)
-        _same(a, b)
+        assert_same_data(a, b)
     assert isinstance(fast._row_writer(*_buffers(fast)), TransformedRows)
     # rows ran without a stop; with one only episodes past 32 steps reach them
     assert runs if not stop or max_steps is None else not runs
@@ -115,7 +107,7 @@ def test_a_policy_that_edits_the_sums_in_place_sees_the_same_data(monkeypatch):
 
         return act
 
-    _same(
+    assert_same_data(
         fast.rollout(100, policy(), break_when_any_done=False),
         slow.rollout(100, policy(), break_when_any_done=False),
     )
@@ -139,7 +131,7 @@ def test_which_transforms_have_rows(monkeypatch, transform, rows):
     fast.set_seed(1)
     slow.set_seed(1)
     actions = _actions(fast, 80)
-    _same(
+    assert_same_data(
         fast.rollout(80, _replay(actions), break_when_any_done=False),
         slow.rollout(80, _replay(actions), break_when_any_done=False),
     )
@@ -167,7 +159,7 @@ def test_collector_batches_equal_the_general_path(monkeypatch):
         out[name] = [b.clone() for b in collector]
         out[name + "_ids"] = collector.state_dict()["next_traj_id"]
     for a, b in zip(out["fast"], out["slow"], strict=True):
-        _same(a, b)
+        assert_same_data(a, b)
     assert out["fast_ids"] == out["slow_ids"]
     assert len(finished) == 3
 
@@ -184,7 +176,7 @@ def test_batched_envs_of_transformed_gym_envs(kind):
         if kind == "serial":
             assert all(isinstance(r._writer, TransformedRows) for r in fast._runners)
         actions = _actions(fast, 60)
-        _same(
+        assert_same_data(
             fast.rollout(60, _replay(actions), break_when_any_done=False),
             slow.rollout(60, _replay(actions), break_when_any_done=False),
         )
