@@ -324,3 +324,18 @@ def test_other_outputs_that_change_shape_fall_back(monkeypatch):
     with pytest.raises(RuntimeError):
         fast.rollout(80, policy(), break_when_any_done=False)
     assert rows.runs and rows.runs[0].t == 40
+
+
+class CountingResets(GymEnv):
+    """A subclass changing a method the rows stand in for: it keeps the general path."""
+
+    def maybe_reset(self, tensordict):
+        self.calls = getattr(self, "calls", 0) + 1
+        return super().maybe_reset(tensordict)
+
+
+def test_a_subclass_overriding_a_bypassed_method_keeps_the_general_path(monkeypatch):
+    rows = Rows(monkeypatch)
+    env = CountingResets("CartPole-v1")
+    env.rollout(50, break_when_any_done=False)
+    assert not rows.runs and env.calls == 50  # its maybe_reset ran at every step

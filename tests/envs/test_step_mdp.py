@@ -169,3 +169,23 @@ def test_a_copied_plan_starts_without_the_layout_plans_of_the_original():
         assert twin._plans == {}  # they were keyed by the original's tree ids
         got = twin(td)
         assert set(got.keys(True, True)) == set(want.keys(True, True))
+
+
+def test_a_list_of_keys_and_a_nested_key_spelled_alike_keep_their_own_plans():
+    """``["reward"]`` (one key) and ``("list", "reward")`` (a nested key) are different
+    arguments: the second call must not reuse the first one's cached plan."""
+    td = TensorDict(
+        {
+            "obs": torch.zeros(2),
+            "next": {
+                "obs": torch.ones(2),
+                "reward": torch.ones(2),
+                "list": {"reward": torch.ones(2)},
+            },
+        },
+        batch_size=[],
+    )
+    first = step_mdp(td, reward_keys=["reward"], keep_other=False)
+    second = step_mdp(td, reward_keys=("list", "reward"), keep_other=False)
+    assert "reward" not in first.keys() and ("list", "reward") in first.keys(True)
+    assert "reward" in second.keys() and ("list", "reward") not in second.keys(True)

@@ -134,6 +134,10 @@ class EnvRunner:
         # row each, the env's data unsqueezed
         self._writer = env._row_writer(rows.next.td.unsqueeze(0), rows.root.td.unsqueeze(0))
         self._row_inputs: TensorDictBase | None = None  # what the writer reads: the input row
+        # the input entries the writer reads: when one is missing, the general path runs (and
+        # raises its error) instead of the writer reading what an earlier step left there
+        reads = set(self._writer.reads) if self._writer is not None else set()
+        self._writer_reads = frozenset(i for i, k in enumerate(rows.inputs.keys) if k in reads)
 
     def __getstate__(self) -> dict[str, Any]:
         # a copy rebuilds the input row from its own leaves (a copied TensorDict would not
@@ -152,7 +156,7 @@ class EnvRunner:
 
     def step(self, missing: Sequence[int]) -> None:
         """``env.step`` on the input row; writes ``"next"`` into the next row."""
-        if self._writer is not None:
+        if self._writer is not None and self._writer_reads.isdisjoint(missing):
             self._writer.step(self._writer_inputs(), 0, None)
         else:
             out = self.env.step(self._inputs(missing))
@@ -166,7 +170,7 @@ class EnvRunner:
         The next row is always written; the root row only after a reset (otherwise the root
         equals ``"next"`` on every root key, and the caller reads it from there).
         """
-        if self._writer is not None:
+        if self._writer is not None and self._writer_reads.isdisjoint(missing):
             reset = self._writer.step(self._writer_inputs(), 0, 0)
         else:
             out, root = self.env.step_and_maybe_reset(self._inputs(missing))

@@ -480,7 +480,7 @@ class EnvBase(SpecOwner, EnvChecks):
         if max_steps < 1:
             raise ValueError(
                 f"{type(self).__name__}.rollout: max_steps must be at least 1 (got {max_steps!r};"
-                " expected a positive number of steps)."
+                " expected a positive number of steps). Pass max_steps >= 1."
             )
         if actions is not None:
             if policy is not None:

@@ -36,7 +36,7 @@ from tensordict import TensorDict, TensorDictBase
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
 
-__all__ = ["MIN_ROWS", "RowRun", "RowWriter"]
+__all__ = ["MIN_ROWS", "RowRun", "RowWriter", "overrides_bypassed"]
 
 MIN_ROWS = 32  # the fewest steps worth rows (their set-up costs ~10 steps of the general loop)
 _FIRST_ROWS = 64  # rows allocated first when a run may stop early (doubled when full)
@@ -48,8 +48,29 @@ _NUMPY_DTYPES = {
 }  # fmt: skip
 
 
+# the methods a row step stands in for: a subclass that changes one keeps the general path
+_BYPASSED = (
+    "step", "_step", "reset", "_reset", "step_and_maybe_reset", "maybe_reset", "step_mdp",
+    "any_done", "_merge_reset", "_fill_done", "_check_actions",
+)  # fmt: skip
+
+
+def overrides_bypassed(env: Any, base: type) -> bool:
+    """Whether the class of ``env`` overrides, below ``base`` (the class that writes its rows),
+    one of the methods a row step stands in for."""
+    cls = type(env)
+    return any(getattr(cls, name) is not getattr(base, name) for name in _BYPASSED)
+
+
 class RowWriter(Protocol):
-    """What ``EnvBase._row_writer`` returns: steps the env into rows of its buffers."""
+    """What ``EnvBase._row_writer`` returns: steps the env into rows of its buffers.
+
+    Attributes:
+        reads: the root entries a step reads from its input (the actions, a transform's
+            running values).
+    """
+
+    reads: tuple[str, ...]
 
     def step(self, td: TensorDictBase, row: int, reset_row: int | None) -> bool:
         """Steps with the actions of ``td``, writes every ``"next"`` entry into row ``row``
@@ -310,19 +331,18 @@ class RowRun:
     def _root_column(
         self, key: str, first: torch.Tensor, n: int, column: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Root entry ``key`` of every step (into ``column`` when given): the first root, the
-        root before step 1, then ``"next"`` of the step before or the reset row."""
+        """Root entry ``key`` of every step (``n >= 2``; into ``column`` when given): the first
+        root, the root before step 1, then ``"next"`` of the step before or the reset row."""
         if column is None:
             column = torch.empty((n, *first.shape), dtype=first.dtype, device=first.device)
-        if column.device.type != "cpu" or n < 2:  # torch copies (a collector's device memory)
+        if column.device.type != "cpu":  # torch copies (a collector's memory on a device)
             column[0] = first
-            if n > 1:
-                column[1] = self._root1._tensordict[key]
-                column[2:] = self._next[key][1 : n - 1]
-                rows = self._resets(n)
-                if rows is not None:
-                    index = torch.from_numpy(rows)
-                    column.index_copy_(0, index.to(column.device), self._reset[key][index])
+            column[1] = self._root1._tensordict[key]
+            column[2:] = self._next[key][1 : n - 1]
+            rows = self._resets(n)
+            if rows is not None:
+                index = torch.from_numpy(rows)
+                column.index_copy_(0, index.to(column.device), self._reset[key][index])
             return column
         # cpu: numpy writes, several times cheaper than torch's on rows this small
         out = column.numpy()

@@ -332,5 +332,6 @@ _FREE_PLANS: dict[Any, StepMDP] = {}
 
 
 def _frozen(keys: Any) -> Any:
-    # A list of keys and a tuple naming one nested key must not share a cache entry.
-    return ("list", *keys) if isinstance(keys, list) else keys
+    # A list of keys and a tuple naming one nested key must not share a cache entry: the tag
+    # is the type ``list`` itself, which no key (strings) can be.
+    return (list, *keys) if isinstance(keys, list) else keys

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from tdrl.envs.core._row_run import overrides_bypassed
 from tdrl.envs.libs._gym_spaces import _BoxCodec, _DiscreteCodec
 from tdrl.errors import SpecError
 
@@ -54,11 +55,14 @@ class GymRows:
     ``td``, writes the results into row ``row`` of the next buffers and, when the episode ended
     and ``reset_row`` is given, resets the env into row ``reset_row`` of the root buffers."""
 
+    reads: tuple[str, ...]
+
     def __init__(
         self, owner: GymWrapper, nxt: dict[str, torch.Tensor], root: dict[str, torch.Tensor]
     ) -> None:
         self._owner = owner
         self._env = owner.env
+        self.reads = ("action",)
         self._encode = owner._act_codec.encode
         self._tensors = (nxt, root)
         self._views()
@@ -89,7 +93,6 @@ class GymRows:
         or Box action, no info entries, no pixels, on the cpu, the wrapper's own methods)."""
         from tdrl.envs.libs._gymnasium import GymWrapper
 
-        cls = type(owner)
         return not (
             owner.is_vector
             or owner._pixels is not None
@@ -101,11 +104,7 @@ class GymRows:
             or (owner.device is not None and owner.device.type != "cpu")
             or type(owner._obs_codec) is not _BoxCodec
             or type(owner._act_codec) not in (_BoxCodec, _DiscreteCodec)
-            # a subclass that changes how the env steps or resets keeps the general path
-            or any(
-                getattr(cls, m) is not getattr(GymWrapper, m)
-                for m in ("step", "_step", "_reset", "reset", "step_and_maybe_reset")
-            )
+            or overrides_bypassed(owner, GymWrapper)
         )
 
     @staticmethod
@@ -129,12 +128,10 @@ class GymRows:
         episode ended (after which, given ``reset_row``, the env was reset into that row)."""
         value = td._tensordict.get("action") if type(td) is TensorDict else None
         action = self._encode(td.get("action") if value is None else value)
-        if isinstance(action, np.ndarray):
-            action = action.copy()  # the action's memory may be written again before gymnasium
-        obs, reward, terminated, truncated, _ = self._env.step(action)  # is done with it
+        obs, reward, terminated, truncated, _ = self._env.step(action)  # (encode copies arrays)
         term, trunc = bool(terminated), bool(truncated)
         if type(obs) is not np.ndarray or obs.shape != self._shape:
-            self._check(obs)
+            self._check(obs, "step")
         self._obs[row] = obs
         self._reward[row, 0] = reward
         self._term[row, 0], self._trunc[row, 0] = term, trunc
@@ -146,16 +143,16 @@ class GymRows:
     def reset(self, row: int) -> None:
         """Resets the env into row ``row`` of the root buffers."""
         obs, _ = self._env.reset(seed=self._owner._take_seed())
-        self._check(obs)
+        self._check(obs, "reset")
         self._root_obs[row] = obs
         for flag in self._root_flags:
             flag[row, 0] = False
 
-    def _check(self, obs: Any) -> None:
+    def _check(self, obs: Any, method: str) -> None:
         shape = obs.shape if type(obs) is np.ndarray else np.shape(obs)
         if shape != self._shape:
             raise SpecError(
-                f"{type(self._owner).__name__}.step: entry 'observation' has the wrong shape "
+                f"{type(self._owner).__name__}.{method}: entry 'observation' has the wrong shape "
                 f"(got {shape}; expected {self._shape} from the observation space). "
                 "Fix the env or its observation_space."
             )

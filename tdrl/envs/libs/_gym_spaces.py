@@ -83,7 +83,9 @@ class _BoxCodec(Codec):
         return out.unsqueeze(-1) if self.scalar else out
 
     def encode(self, value: torch.Tensor) -> np.ndarray:
-        array = _host(value).astype(self.np_dtype, copy=False)
+        # a copy: gymnasium may keep or change the array, which must not reach the action the
+        # caller's data holds (nor see it change later)
+        array = _host(value).astype(self.np_dtype, copy=True)
         return array.squeeze(-1) if self.scalar else array
 
 
@@ -113,8 +115,6 @@ class _DiscreteCodec(Codec):
         # numpy's argmax on a host copy is several times cheaper than torch's on tiny tensors.
         array = _host(value)
         index = array if self.categorical else array.argmax(-1)
-        if self.scalar:
-            return int(index) + self.start
         return index.astype(np.int64) + self.start
 
 

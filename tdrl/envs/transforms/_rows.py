@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from tdrl.envs.core._row_run import overrides_bypassed
 from tdrl.envs.transforms._episode import RewardSum
 from tdrl.envs.transforms._step_counter import StepCounter
 
@@ -73,10 +74,14 @@ def _form(t: Transform) -> tuple[str, Any, torch.dtype] | None:
 
 
 def rows_possible(env: TransformedEnv) -> bool:
-    """Whether ``env`` may have a row writer: transforms of the row kinds, no inverse maps,
-    no checks, the base env's device, and a base env that may have one."""
+    """Whether ``env`` may have a row writer: the TransformedEnv's own methods, transforms of
+    the row kinds, no inverse maps, no checks, the base env's device, and a base env that may
+    have one."""
+    from tdrl.envs.transforms._env import TransformedEnv
+
     return (
-        not env._inverse
+        not overrides_bypassed(env, TransformedEnv)
+        and not env._inverse
         and not env.run_type_checks
         and not env.validate
         and env.device == env.base_env.device
@@ -92,6 +97,8 @@ class TransformedRows:
     next and root row tensors (and ``max_steps`` / the reward rows).
     """
 
+    reads: tuple[str, ...]
+
     def __init__(
         self,
         base: RowWriter,
@@ -101,6 +108,7 @@ class TransformedRows:
     ) -> None:
         self._base = base
         self._tensors = (counts, sums, flags)
+        self.reads = (*base.reads, *(c[0] for c in counts), *(t[0] for t in sums))
         self._views()
 
     def _views(self) -> None:

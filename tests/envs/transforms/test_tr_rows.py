@@ -183,3 +183,39 @@ def test_batched_envs_of_transformed_gym_envs(kind):
     finally:
         fast.close()
         slow.close()
+
+
+def test_a_batched_step_missing_an_entry_the_rows_read_raises_the_general_error():
+    """The rows of a sub-env never read what an earlier step left in the input buffer: without
+    the running count, the step fails as the general path does, and the env stays usable."""
+    env = SerialEnv(2, _make(GymEnv))
+    try:
+        td = env.rand_action(env.reset())
+        with pytest.raises(KeyError, match="step_count"):
+            env.step(td.select("action"))
+        assert env.step(env.rand_action(env.reset()))["next", "step_count"].tolist() == [[1], [1]]
+    finally:
+        env.close()
+
+
+class DoubledReward(TransformedEnv):
+    """A subclass changing what a step gives: it keeps the general path (its own _step runs)."""
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = super()._step(tensordict)
+        return out.set("reward", out["reward"] * 2)
+
+
+def test_a_transformed_env_subclass_keeps_the_general_path(monkeypatch):
+    runs = _runs(monkeypatch)
+    env = DoubledReward(GymEnv("Pendulum-v1"), Compose(StepCounter(), RewardSum()))
+    plain = GymEnv("Pendulum-v1")
+    env.set_seed(1)
+    plain.set_seed(1)
+    actions = _actions(env, 60)
+    got = env.rollout(60, _replay(actions), break_when_any_done=False)
+    assert not runs
+    want = plain.rollout(60, _replay(actions), break_when_any_done=False)
+    assert torch.equal(got["next", "reward"], 2 * want["next", "reward"])  # at every step
+    # the transforms ran inside the base _step, on the reward before the doubling
+    assert torch.allclose(got["next", "episode_reward"], want["next", "reward"].cumsum(0))
