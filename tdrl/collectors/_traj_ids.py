@@ -11,7 +11,22 @@ from tdrl.envs import EnvBase
 from tdrl.envs.core._fast import lookup, truthy
 from tdrl.envs.core._keys import as_key, key_tuple
 
-__all__ = ["TrajIds", "trajectory_ids", "truncate_long"]
+__all__ = [
+    "TRAJ_KEY",
+    "WORKER_KEY",
+    "TrajIds",
+    "is_traj_ids_key",
+    "trajectory_ids",
+    "truncate_long",
+]
+
+TRAJ_KEY = ("collector", "traj_ids")
+WORKER_KEY = ("collector", "worker_id")
+
+
+def is_traj_ids_key(key: Any) -> bool:
+    """Whether ``key`` ends with ``("collector", "traj_ids")`` (the ids of any done group)."""
+    return (tuple(key[-2:]) if isinstance(key, tuple) else (key,)) == TRAJ_KEY
 
 
 class TrajIds:

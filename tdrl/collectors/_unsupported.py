@@ -63,8 +63,14 @@ UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
 }
 
 
-def check_supported(owner: str, values: Mapping[str, Any]) -> None:
-    """Raises ``ValueError`` for the first argument of ``values`` tdrl cannot honour.
+def check_supported(
+    owner: str,
+    values: Mapping[str, Any],
+    table: Mapping[str, tuple[tuple[Any, ...], str]] | None = None,
+) -> None:
+    """Raises ``ValueError`` for the first argument of ``values`` tdrl cannot honour
+    (``table``: argument -> (accepted values, why others are refused); default: the
+    collectors' table).
 
     Examples:
         >>> check_supported("Collector.__init__", {"reset_when_done": True})
@@ -73,8 +79,9 @@ def check_supported(owner: str, values: Mapping[str, Any]) -> None:
         ...
         ValueError: Collector.__init__: reset_when_done=False is not supported by tdrl (got False; expected one of (True,)): done envs are always reset (TorchRL refuses False as well). Leave reset_when_done at its default.
     """
+    table = UNSUPPORTED if table is None else table
     for name, value in values.items():
-        accepted, why = UNSUPPORTED[name]
+        accepted, why = table[name]
         if any(value is a or (type(value) is type(a) and value == a) for a in accepted):
             continue
         raise ValueError(

@@ -16,14 +16,12 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.collectors._collector import Collector
+from tdrl.collectors._traj_ids import TRAJ_KEY, WORKER_KEY, is_traj_ids_key
 from tdrl.collectors._weight_sync import WeightReceiver
 from tdrl.envs.batched._process import WorkerOptions, run_worker
 from tdrl.envs.core import EnvBase
 
 __all__ = ["TRAJ_KEY", "WORKER_KEY", "WorkerSetup", "collector_worker_main"]
-
-TRAJ_KEY = ("collector", "traj_ids")
-WORKER_KEY = ("collector", "worker_id")
 
 
 @dataclass
@@ -35,10 +33,6 @@ class WorkerSetup:
     collector_kwargs: dict[str, Any]
     num_workers: int
     policy_factory: Any = None
-
-
-def _tail(key: Any) -> tuple[str, ...]:
-    return tuple(key[-2:]) if isinstance(key, tuple) else (key,)
 
 
 def _dry_run(env: EnvBase, policy: Any, kwargs: dict[str, Any]) -> TensorDictBase:
@@ -94,7 +88,7 @@ class _Server:
                 )
             pairs.append((src, dst))
         self._pairs = pairs
-        self._ids = [row.get(k) for k in row.keys(True, True) if _tail(k) == TRAJ_KEY]
+        self._ids = [row.get(k) for k in row.keys(True, True) if is_traj_ids_key(k)]
 
     def collect(self, message: Any) -> None:
         """Applies pending weights, collects one batch and copies it into the shared row."""

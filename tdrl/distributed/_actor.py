@@ -11,6 +11,7 @@ import torch
 from tensordict import TensorDictBase
 
 from tdrl.collectors import split_trajectories
+from tdrl.collectors._traj_ids import TRAJ_KEY, WORKER_KEY, is_traj_ids_key
 from tdrl.distributed._ray import ray
 from tdrl.distributed._wire import pack
 
@@ -23,8 +24,6 @@ __all__ = [
     "CollectorServer",
 ]
 
-TRAJ_KEY = ("collector", "traj_ids")
-WORKER_KEY = ("collector", "worker_id")
 VERSION_KEY = ("collector", "policy_version")
 
 
@@ -50,10 +49,6 @@ class ActorSpec:
     write_timeout: float = 300.0
     split_trajs: bool = False
     postproc: Callable[[TensorDictBase], TensorDictBase] | None = None
-
-
-def _tail(key: Any) -> tuple[str, ...]:
-    return tuple(key[-2:]) if isinstance(key, tuple) else (key,)
 
 
 class CollectorServer:
@@ -109,7 +104,7 @@ class CollectorServer:
         """Makes the trajectory ids unique over actors and restarts, and writes the actor index
         and the policy version into the batch."""
         if self._id_keys is None:
-            self._id_keys = [k for k in batch.keys(True, True) if _tail(k) == TRAJ_KEY]
+            self._id_keys = [k for k in batch.keys(True, True) if is_traj_ids_key(k)]
         spec = self.spec
         offset = self.generation * spec.num_actors + self.index
         for key in self._id_keys:

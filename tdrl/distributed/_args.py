@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tdrl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
+from tdrl.collectors._unsupported import check_supported
 from tdrl.distributed._remote_config import actor_options
 from tdrl.envs import EnvBase, EnvCreator
 
@@ -54,19 +55,13 @@ _CLASSES = {"single": Collector, "sync": MultiSyncCollector, "async": MultiAsync
 
 
 def check_unsupported(owner: str, values: Mapping[str, Any]) -> None:
-    """Raises ``ValueError`` for the first argument whose value tdrl cannot honour.
+    """Raises ``ValueError`` for the first argument whose value tdrl cannot honour (the
+    collectors' check with RayCollector's table).
 
     Examples:
         >>> check_unsupported("RayCollector.__init__", {"trajs_per_batch": None})
     """
-    for name, value in values.items():
-        accepted, why = _UNSUPPORTED[name]
-        if any(value is a or (type(value) is type(a) and value == a) for a in accepted):
-            continue
-        raise ValueError(
-            f"{owner}: {name}={value!r} is not supported by tdrl (got {value!r}; expected one of "
-            f"{accepted}): {why}. Leave {name} at its default."
-        )
+    check_supported(owner, values, _UNSUPPORTED)
 
 
 def collector_class_of(owner: str, collector_class: Any, workers: int) -> type:
@@ -95,7 +90,8 @@ def collector_class_of(owner: str, collector_class: Any, workers: int) -> type:
         )
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(
-            f"{owner}: num_workers_per_collector must be an int >= 1 (got {workers!r})."
+            f"{owner}: num_workers_per_collector must be an int >= 1 (got {workers!r}; expected "
+            "e.g. 2). Pass the number of worker processes each actor's collector runs."
         )
     if cls is Collector and workers != 1:
         raise ValueError(
@@ -120,7 +116,10 @@ def env_factories(
     else:
         n = 1 if num_collectors is None else num_collectors
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"{owner}: num_collectors must be an int >= 1 (got {n!r}).")
+            raise ValueError(
+                f"{owner}: num_collectors must be an int >= 1 (got {n!r}; expected e.g. 2). "
+                "Pass the number of collector actors."
+            )
         fns = [create_env_fn] * n
     if not fns or not all(callable(f) and not isinstance(f, EnvBase) for f in fns):
         raise TypeError(
@@ -201,7 +200,8 @@ def actor_kwargs(
         if more is not None and not isinstance(more, Mapping):
             raise TypeError(
                 f"{owner}: collector_kwargs must be a dict or one dict per collector (got "
-                f"{type(more).__name__})."
+                f"{type(more).__name__}; expected a Mapping or a list of them). Pass e.g. "
+                "collector_kwargs={'init_random_frames': 1000}."
             )
         more = dict(more or {})
         taken = sorted(k for k in more if k in _OWN_KWARGS)

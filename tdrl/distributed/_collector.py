@@ -231,7 +231,8 @@ class RayCollector(BaseCollector):
     def _actor_frames(self, owner: str, frames_per_batch: int, n: int) -> int:
         if not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
             raise ValueError(
-                f"{owner}: frames_per_batch must be a positive int (got {frames_per_batch!r})."
+                f"{owner}: frames_per_batch must be a positive int (got {frames_per_batch!r}; "
+                "expected e.g. 1000). Pass the frames of each batch."
             )
         if not self.sync:
             return frames_per_batch
@@ -260,8 +261,10 @@ class RayCollector(BaseCollector):
     def _start(self, owner: str, init: Any, spec: ActorSpec, configs: list[dict]) -> None:
         self.started_ray = connect(owner, init)
         self._weights = VersionedWeights(spec.num_actors)
-        self._fleet = ActorFleet(owner, spec, configs, self.options, self.max_restarts, spec.writer)
-        self._requests = Requests(owner, self._fleet, self._weights, self.options)
+        name = type(self).__name__  # messages name the public method that hit the problem
+        self._fleet = ActorFleet(name, spec, configs, self.options, self.max_restarts, spec.writer)
+        self._fleet.on_restart = self._weights.restarted
+        self._requests = Requests(name, self._fleet, self._weights, self.options)
         self._closed = False
         try:
             self._fleet.start()
@@ -355,7 +358,7 @@ class RayCollector(BaseCollector):
                 )
             return
         new = ref if weights is None else as_weights("RayCollector", weights, ref)
-        self._weights.publish(new.detach(), worker_ids)
+        self._weights.publish(new, worker_ids)
 
     @property
     def policy_version(self) -> int:
@@ -476,7 +479,8 @@ class RayCollector(BaseCollector):
             )
         if timeout is not None and not timeout >= 0:
             raise ValueError(
-                f"RayCollector.shutdown: timeout must be None or >= 0 seconds (got {timeout!r})."
+                f"RayCollector.shutdown: timeout must be None or >= 0 seconds (got {timeout!r}; "
+                "expected e.g. 10.0). Pass None to use RayOptions.shutdown_timeout."
             )
         if not self._closed:
             self._closed = True

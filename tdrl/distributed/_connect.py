@@ -22,7 +22,9 @@ def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> b
         ValueError: this process is already connected to another cluster than ``address``.
 
     Examples:
-        >>> connect_ray() in (True, False)  # a local Ray, unless this process has one already
+        >>> import ray
+        >>> _ = connect_ray()  # a local Ray, unless this process has one already
+        >>> ray.is_initialized()
         True
     """
     if ray.is_initialized():

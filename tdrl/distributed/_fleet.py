@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from tdrl.distributed._actor import ActorSpec, CollectorActor
@@ -34,6 +34,8 @@ class ActorFleet:
         uid: str,
     ) -> None:
         self.owner, self.options, self.max_restarts, self.uid = owner, options, max_restarts, uid
+        # called with the actor's index after each restart (the weights it runs are reset)
+        self.on_restart: Callable[[int], None] | None = None
         self.configs = list(configs)
         n = spec.num_actors
         self.handles: list[Any] = [None] * n
@@ -55,9 +57,9 @@ class ActorFleet:
         refs = [h.setup.remote(None) for h in self.handles]
         for w, ref in enumerate(refs):
             try:
-                self._setup_answer(w, ref)
+                self._setup_answer(w, ref, "__init__")
             except ActorLost as err:
-                self.restart(w, err)
+                self.restart(w, err, "__init__")
 
     def _create(self, w: int) -> Any:
         name = f"tdrl-collector-{self.uid}-{w}-g{self.generations[w]}"
@@ -65,12 +67,12 @@ class ActorFleet:
             self._spec_ref, w, self.generations[w]
         )
 
-    def _setup_answer(self, w: int, ref: Any) -> None:
+    def _setup_answer(self, w: int, ref: Any, method: str) -> None:
         try:
-            info = get(ref, self.options.start_timeout, f"{self.owner}: actor {w}")
+            info = get(ref, self.options.start_timeout, f"{self.owner}.{method}: actor {w}")
         except TimeoutError:
             raise TimeoutError(
-                f"{self.owner}: actor {w} did not start within {self.options.start_timeout} s "
+                f"{self.owner}.{method}: actor {w} did not start within {self.options.start_timeout} s "
                 f"(asked for {self.configs[w]}; the cluster has {ray.available_resources()} "
                 "free). Ask for fewer resources per actor (remote_configs), start fewer actors or "
                 "raise RayOptions.start_timeout."
@@ -81,8 +83,9 @@ class ActorFleet:
             self.raise_remote(w, "__init__", err)
         self.nodes[w] = info["node"]
 
-    def restart(self, w: int, err: ActorLost) -> None:
-        """Replaces the lost actor ``w`` by a new one (a log line says so).
+    def restart(self, w: int, err: ActorLost, method: str) -> None:
+        """Replaces the lost actor ``w`` by a new one (a log line says so; ``method``: the
+        public method that found it lost, for messages).
 
         Raises:
             WorkerError: actor ``w`` already used its ``max_restarts`` restarts.
@@ -90,7 +93,7 @@ class ActorFleet:
         while True:
             if self.restarts[w] >= self.max_restarts:
                 raise WorkerError(
-                    f"{self.owner}: actor {w} was lost (got {err}) and already used its "
+                    f"{self.owner}.{method}: actor {w} was lost (got {err}) and already used its "
                     f"{self.restarts[w]} restarts (expected at most max_restarts="
                     f"{self.max_restarts}). Raise max_restarts or fix what kills the actor."
                 ) from err.cause
@@ -98,7 +101,7 @@ class ActorFleet:
             self.generations[w] += 1
             logger.warning(
                 "%s: actor %d was lost (%s); restarting it (restart %d of %d)",
-                self.owner.split(".")[0],
+                self.owner,
                 w,
                 err,
                 self.restarts[w],
@@ -110,10 +113,13 @@ class ActorFleet:
             if seed is not None:
                 seed = (seed + _SEED_STRIDE * self.generations[w]) % 2**31
             try:
-                self._setup_answer(w, self.handles[w].setup.remote(seed))
-                return
+                self._setup_answer(w, self.handles[w].setup.remote(seed), method)
             except ActorLost as again:
                 err = again
+                continue
+            if self.on_restart is not None:
+                self.on_restart(w)
+            return
 
     def raise_remote(self, w: int, method: str, err: BaseException) -> NoReturn:
         """Raises the ``WorkerError`` for an exception raised in actor ``w`` (``err`` as
@@ -125,7 +131,7 @@ class ActorFleet:
         )
         what = str(err).strip().rstrip(".")
         raise WorkerError(
-            f"{self.owner.split('.')[0]}.{method}: actor {w} raised {type(err).__name__}: "
+            f"{self.owner}.{method}: actor {w} raised {type(err).__name__}: "
             f"{what}. {after}\n--- remote traceback (actor {w}) ---\n{remote_traceback(err)}"
         ) from err
 
@@ -135,9 +141,10 @@ class ActorFleet:
         while True:
             ref = getattr(self.handles[w], method).remote(*args)
             try:
-                return get(ref, timeout or self.options.call_timeout, f"{self.owner}: actor {w}")
+                what = f"{self.owner}.{method}: actor {w}"
+                return get(ref, timeout or self.options.call_timeout, what)
             except ActorLost as err:
-                self.restart(w, err)
+                self.restart(w, err, method)
             except TimeoutError:
                 raise
             except Exception as err:
@@ -151,9 +158,9 @@ class ActorFleet:
         for w, ref in enumerate(refs):
             left = max(deadline - time.monotonic(), 0.001)
             try:
-                out.append(get(ref, left, f"{self.owner}: actor {w}"))
+                out.append(get(ref, left, f"{self.owner}.{method}: actor {w}"))
             except ActorLost as err:
-                self.restart(w, err)
+                self.restart(w, err, method)
                 out.append(self.call(w, method, *args[w]))
             except TimeoutError:
                 raise

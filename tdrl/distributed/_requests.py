@@ -60,22 +60,22 @@ class Requests:
                 late = [w for w in workers if self.pending[w].deadline <= time.monotonic()]
                 if late:
                     raise TimeoutError(
-                        f"{self.owner}: actors {late} delivered no batch within "
+                        f"{self.owner}.__iter__: actors {late} delivered no batch within "
                         f"{self.options.batch_timeout} s (expected one sooner; the collector "
                         "is shut down). Raise RayOptions.batch_timeout if collection is just slow."
                     )
                 continue
             w = by_ref[ref]
             try:
-                info, batch = get(ref, self.options.batch_timeout, f"{self.owner}: actor {w}")
+                what = f"{self.owner}.__iter__: actor {w}"
+                info, batch = get(ref, self.options.batch_timeout, what)
             except ActorLost as err:
-                self.fleet.restart(w, err)
-                self.weights.restarted(w)
+                self.fleet.restart(w, err, "__iter__")
                 self.submit(w)
                 continue
             except Exception as err:
                 del self.pending[w]
-                self.fleet.raise_remote(w, "collect", err)
+                self.fleet.raise_remote(w, "__iter__", err)
             del self.pending[w]
             self.seq[w] += 1
             self.weights.loaded(w, int(info["version"]))

@@ -35,7 +35,7 @@ class VersionedWeights:
     def publish(self, weights: TensorDictBase, actors: list[int] | None) -> int:
         """Puts ``weights`` (cpu copies) in the object store as the next version for
         ``actors`` (None: all); returns that version."""
-        ref = ray.put(weights.detach().to("cpu").clone())
+        ref = ray.put(weights.detach().to("cpu"))  # put copies into the store at once
         self.version += 1
         for w in range(len(self._target)) if actors is None else actors:
             self._target[w] = (self.version, ref)

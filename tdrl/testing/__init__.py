@@ -24,6 +24,7 @@ from tdrl.testing._transform_contract import (
     TransformContract,
     TransformTestEnv,
 )
+from tdrl.testing._version_policy import set_policy_version, version_policy
 
 __all__ = [
     "ENV_FACTORIES",
@@ -52,5 +53,7 @@ __all__ = [
     "make_transition_batch",
     "nested_key",
     "perturb_",
+    "set_policy_version",
     "train_cases",
+    "version_policy",
 ]

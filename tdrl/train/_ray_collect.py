@@ -126,4 +126,7 @@ def ray_rollouts(
         # --compile with compile.policy: each actor compiles its policy, as a local collector
         collector_kwargs={"compile_policy": policy_compile(config)},
     )
+    # through the collector, so that a restarted actor gets a seed of its own instead of
+    # replaying its first life's episodes
+    collector.set_seed(seed + _SEED_STRIDE)
     return RayRollouts(collector)

@@ -7,7 +7,6 @@ import multiprocessing
 import pytest
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
 
 from tdrl.collectors import (
     Collector,
@@ -17,34 +16,14 @@ from tdrl.collectors import (
     NoWeightSyncScheme,
     SharedMemWeightSyncScheme,
 )
-from tdrl.testing import CountingEnv
+from tdrl.testing import CountingEnv, set_policy_version, version_policy
 
 CTX = multiprocessing.get_context("fork")
 
 
-class _Version(torch.nn.Module):
-    """Acts with its own weight version: the collected actions say which weights ran."""
-
-    def __init__(self):
-        super().__init__()
-        self.version = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, obs):
-        return self.version.expand(*obs.shape[:-1], 1).clone()
-
-
-def _policy():
-    return TensorDictModule(_Version(), in_keys=["observation"], out_keys=["action"])
-
-
-def _set_version(policy, value):
-    with torch.no_grad():
-        policy.module.version.fill_(value)
-
-
 @pytest.mark.parametrize("scheme_cls", [SharedMemWeightSyncScheme, MultiProcessWeightSyncScheme])
 def test_receivers_apply_only_sent_weights(scheme_cls):
-    parent, workers = _policy(), [_policy(), _policy()]
+    parent, workers = version_policy(), [version_policy(), version_policy()]
     scheme = scheme_cls()
     receivers = scheme.setup(parent, 2, CTX)
     for receiver, policy in zip(receivers, workers):
@@ -52,7 +31,7 @@ def test_receivers_apply_only_sent_weights(scheme_cls):
     scheme.send(TensorDict({"module": {"version": torch.full((1,), 3.0)}}))
     receivers[0].receive(scheme.message(0))
     assert workers[0].module.version.item() == 3.0 and workers[1].module.version.item() == 0.0
-    _set_version(workers[0], 9.0)  # nothing new was sent: the worker's weights stay
+    set_policy_version(workers[0], 9.0)  # nothing new was sent: the worker's weights stay
     receivers[0].receive(scheme.message(0))
     assert workers[0].module.version.item() == 9.0
     receivers[1].receive(scheme.message(1))
@@ -66,8 +45,8 @@ def test_shared_mem_needs_weights_and_no_sync_ignores_updates():
     with pytest.raises(ValueError, match="NoWeightSyncScheme"):
         SharedMemWeightSyncScheme().setup(lambda td: td, 1, CTX)
     scheme = NoWeightSyncScheme()
-    (receiver,) = scheme.setup(_policy(), 1, CTX)
-    worker = _policy()
+    (receiver,) = scheme.setup(version_policy(), 1, CTX)
+    worker = version_policy()
     receiver.attach(worker)
     scheme.send(TensorDict({"module": {"version": torch.ones(1)}}))
     receiver.receive(scheme.message(0))
@@ -76,7 +55,7 @@ def test_shared_mem_needs_weights_and_no_sync_ignores_updates():
 
 def test_default_schemes_and_weight_checks():
     with MultiSyncCollector(
-        [CountingEnv], _policy(), frames_per_batch=2, mp_start_method="fork"
+        [CountingEnv], version_policy(), frames_per_batch=2, mp_start_method="fork"
     ) as collector:
         assert isinstance(collector.weight_sync, SharedMemWeightSyncScheme)
         with pytest.raises(KeyError, match="available keys"):
@@ -94,7 +73,7 @@ def test_default_schemes_and_weight_checks():
 @pytest.mark.parametrize("scheme_cls", [SharedMemWeightSyncScheme, MultiProcessWeightSyncScheme])
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_batches_started_after_an_update_use_the_new_weights(cls, scheme_cls):
-    policy = _policy()
+    policy = version_policy()
     collector = cls(
         [lambda: CountingEnv(batch_size=(2,), max_steps=4)] * 2,
         policy,
@@ -119,12 +98,12 @@ def test_batches_started_after_an_update_use_the_new_weights(cls, scheme_cls):
                 assert seen == [expected] if exact else seen[0] >= expected
                 started_at[collector.last_worker] = version
             version = i + 1
-            _set_version(policy, version)
+            set_policy_version(policy, version)
             collector.update_policy_weights_()
 
 
 def test_single_process_collector_copies_weights_in_place():
-    policy = _policy()
+    policy = version_policy()
     param = policy.module.version
     collector = Collector(CountingEnv(), policy, frames_per_batch=2)
     weights = TensorDict({"module": {"version": torch.full((1,), 2.0)}})
