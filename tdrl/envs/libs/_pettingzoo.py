@@ -215,6 +215,14 @@ class PettingZooWrapper(EnvBase):
             space = spaces.Box(-np.inf, np.inf, value.shape, value.dtype)
         return make_codec(space, (), self.device, False)
 
+    def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Resets the env when its episode is over; while it goes on, agents that left stay
+        done and there is nothing to reset (``tensordict`` is returned as it is: the partial
+        reset of those agents would write the values they already hold)."""
+        if not self._over:
+            return tensordict
+        return super().maybe_reset(tensordict)
+
     # ------------------------------------------------------------------ hooks
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         if tensordict is not None and self._last is not None and not self._full(tensordict):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from tdrl.envs.libs._gym_spaces import Codec, make_codec
+from tdrl.envs.libs._gym_spaces import Codec, make_codec, torch_dtype
 from tdrl.specs import Categorical, Composite, TensorSpec, Unbounded
 
 __all__ = ["AgentGroup", "GroupLayout", "Values", "flag_spec", "import_pettingzoo"]
@@ -29,7 +29,7 @@ def import_pettingzoo() -> Any:
         import pettingzoo
     except ImportError as err:  # pragma: no cover - pettingzoo is a test dependency
         raise ImportError(
-            "PettingZooWrapper: pettingzoo is not installed (got ImportError; expected "
+            f"PettingZooWrapper.__init__: pettingzoo cannot be imported (got {err}; expected "
             "pettingzoo>=1.24). Install it with `pip install tdrl[pettingzoo]`."
         ) from err
     return pettingzoo
@@ -166,7 +166,7 @@ class AgentGroup:
             spec["mask"] = flag_spec((n,), dev)
         if self.info_plan:
             info: dict[str, TensorSpec] = {
-                key: Unbounded(shape=(n, *shape), dtype=_torch_dtype(dt), device=dev)
+                key: Unbounded(shape=(n, *shape), dtype=torch_dtype(dt), device=dev)
                 for key, dt, shape in self.info_plan
             }
             spec["info"] = Composite(info, shape=(n,), device=dev)
@@ -240,10 +240,6 @@ class AgentGroup:
         """``[n, 1]`` float32 rewards; agents without a reward get 0."""
         values = [rewards.get(a, 0.0) for a in self.agents]
         return torch.from_numpy(np.array(values, dtype=np.float32).reshape(self.n, 1))
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
 class GroupLayout:

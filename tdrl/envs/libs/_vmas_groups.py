@@ -167,8 +167,9 @@ def _space_kind(space: Any) -> str:
     kind = type(space).__name__
     if kind not in ("Box", "Discrete", "MultiDiscrete"):
         raise TypeError(
-            f"VmasWrapper: unsupported VMAS action space (got {kind}; expected Box, Discrete or "
-            "MultiDiscrete). Build the VMAS env with continuous or discrete actions."
+            f"VmasWrapper.__init__: a VMAS action space is not supported (got {kind}; expected "
+            "Box, Discrete or MultiDiscrete). Build the VMAS env with continuous or discrete "
+            "actions."
         )
     return kind
 
