@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -111,8 +111,3 @@ def compile_kwargs(owner: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
             "backend='inductor'."
         )
     return out
-
-
-def compile_function(owner: str, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
-    """``torch.compile(fn)`` with the arguments checked by :func:`compile_kwargs`."""
-    return torch.compile(fn, **compile_kwargs(owner, kwargs))

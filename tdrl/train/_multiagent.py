@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tdrl.envs import EnvBase
+from tdrl.errors import CheckpointError
 from tdrl.train._eval import EpisodeTracker, evaluate_returns
 from tdrl.train._multiagent_models import find_groups
 from tdrl.train._trainer import Trainer
@@ -67,19 +68,22 @@ class MultiAgentTrainer(Trainer):
         }
 
     def _train_columns(self, batch: Any) -> dict[str, float]:
+        """As the Trainer's, per group: the columns of a batch in which episodes finished
+        (every group finishes its episodes with the root done, so they finish together)."""
+        finished = {name: tracker.update(batch) for name, tracker in self.trackers.items()}
         row: dict[str, float] = {}
-        for name, tracker in self.trackers.items():
+        for name, values in finished.items():
             recent = self._recent_groups[name]
-            recent.extend(tracker.update(batch))
+            recent.extend(values)
             del recent[:-100]
-            if recent:
+            if values:
                 row[f"train_return/{name}"] = _mean(recent[-20:])
         if not row:
             return {}
-        # the scalar columns follow the groups' (every group finishes with the root done)
-        self._recent.append(_mean(list(row.values())))
+        # the scalar return of an episode is the mean over the groups of their returns
+        self._recent.extend(_mean(list(episode)) for episode in zip(*finished.values()))
         del self._recent[:-100]
-        return {"train_return": self._recent[-1], **row}
+        return {"train_return": _mean(self._recent[-20:]), **row}
 
     def summary(self) -> dict[str, Any]:
         """The trainer's summary with the per-group returns and the groups' sizes."""
@@ -104,9 +108,9 @@ class MultiAgentTrainer(Trainer):
         last = counters.get("last_group_eval", {})
         names = sorted(self._recent_groups)
         if not isinstance(recent, dict) or sorted(recent) != names:
-            raise ValueError(
-                f"the checkpoint's groups differ from the env's (got {recent!r:.80}; expected "
-                f"the groups {names}). Resume with the run's own config"
+            raise CheckpointError(  # a mismatch with the config, not a corrupted file
+                f"load_checkpoint: the checkpoint's groups differ from the env's (got "
+                f"{recent!r:.80}; expected the groups {names}). Resume with the run's own config."
             )
         return {
             **super()._read_counters(counters),

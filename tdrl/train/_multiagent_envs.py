@@ -46,7 +46,8 @@ def _require(family: str, name: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise ImportError(
-            f"make_env: the env {name!r} needs {' and '.join(missing)} (got it not installed; "
+            f"make_env: the env {name!r} needs {' and '.join(missing)} (got "
+            f"{' and '.join(missing)} not importable; "
             f"expected the tdrl[{family}] extra). Install it with `pip install tdrl[{family}]`."
         )
 

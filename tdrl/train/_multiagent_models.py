@@ -253,7 +253,7 @@ def make_qmix_loss(
     g, lc, ec, model = group, config["loss"], config["exploration"], config.get("model", {})
     if not g.discrete:
         raise _refuse(
-            "qmix",
+            "tdrl train qmix",
             f"group {g.name!r} has continuous actions (got {g.action_spec!r}; expected "
             "Categorical or OneHot)",
             "Build the env with discrete actions (env_options.continuous_actions=false)",

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+from tdrl.errors import CheckpointError
 from tdrl.objectives import HardUpdate, SoftUpdate
 from tdrl.train._compile import compile_loss
 from tdrl.train._off_policy_agents import make_agent
@@ -82,10 +83,10 @@ class OffPolicyTrainer(Trainer):
             return None
         current = self.agent.exploration.state_dict()
         if not isinstance(saved, dict) or sorted(saved) != sorted(current):
-            raise ValueError(
-                f"the exploration state does not fit the preset's exploration (got "
-                f"{saved!r:.80}; expected the entries {sorted(current)}). Resume with the run's "
-                "own config"
+            raise CheckpointError(  # a mismatch with the config, not a corrupted file
+                f"load_checkpoint: the exploration state does not fit the preset's exploration "
+                f"(got {saved!r:.80}; expected the entries {sorted(current)}). Resume with the "
+                "run's own config."
             )
         out = {}
         for key, ref in current.items():

@@ -57,7 +57,8 @@ class Trainer:
         if compile_settings(config) is not None and not self.compiles:
             raise ValueError(
                 f"tdrl train --compile: {type(self).__name__} does not compile its update (got "
-                f"algorithm {config['algorithm']!r}; expected ppo, a2c, dqn, sac, td3 or ddpg). "
+                f"algorithm {config['algorithm']!r}; expected a built-in preset: ppo, a2c, dqn, sac, "
+                "td3, ddpg, mappo, ippo or qmix). "
                 "Drop --compile."
             )
         self.config = config

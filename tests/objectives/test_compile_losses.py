@@ -111,6 +111,18 @@ def assert_same_run(got, expected, **tol):
         torch.testing.assert_close(got[3][name], expected[3][name], msg=name, **tol)
 
 
+class CountingAotEager:
+    """The ``aot_eager`` backend, counting the graphs it compiles (so that a test sees the
+    compilation happened, not only that the results agree)."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+
 # ------------------------------------------------------------------ compiled losses and updates
 @pytest.mark.parametrize("nested", [False, True])
 @pytest.mark.parametrize("kind", ["sac", "td3", "dqn"])
@@ -119,8 +131,10 @@ def test_compiled_loss_equals_eager(kind, nested):
     # parameters and targets after 3 Adam steps and target updates.
     loss, batch = make_setup(kind, nested)
     twin = copy.deepcopy(loss)
-    twin.compile(backend="aot_eager", fullgraph=True)
+    backend = CountingAotEager()
+    twin.compile(backend=backend, fullgraph=True)
     assert_same_run(run_steps(twin, batch, None, 3), run_steps(loss, batch, None, 3))
+    assert backend.graphs > 0
 
 
 @pytest.mark.parametrize("hard", [False, True])
@@ -129,7 +143,9 @@ def test_compiled_update_step_equals_eager(hard):
     loss, batch = make_setup("dqn", nested=False)
     twin = copy.deepcopy(loss)
     expected = run_steps(loss, batch, None, 3, hard)
-    assert_same_run(run_steps(twin, batch, {"backend": "aot_eager"}, 3, hard), expected)
+    backend = CountingAotEager()
+    assert_same_run(run_steps(twin, batch, {"backend": backend}, 3, hard), expected)
+    assert backend.graphs > 0
 
 
 # Inductor compiles C++: the first compilation on a machine (cold cache) takes tens of seconds.

@@ -65,10 +65,18 @@ def test_preset_writes_a_run_with_per_group_returns(tmp_path, preset, env, group
     assert summary["frames"] == 256 and summary["groups"] == groups
     for g in groups:
         assert isinstance(summary[f"final_eval_return/{g}"], float)
-    if len(groups) == 1:  # the scalar columns are the group's own
-        (g,) = groups
-        assert summary["final_eval_return"] == pytest.approx(summary[f"final_eval_return/{g}"])
+    # the scalar returns are the mean over the groups (the group's own with one group), of the
+    # same episodes
+    for name in ("final_eval_return", "recent_train_return"):
+        per_group = [summary[f"{name}/{g}"] for g in groups]
+        if None not in per_group:
+            assert summary[name] == pytest.approx(sum(per_group) / len(per_group)), name
     columns, rows = _rows(tmp_path)
+    for r in rows:
+        if r["train_return"]:
+            per_group = [float(r[f"train_return/{g}"]) for g in groups]
+            mean = sum(per_group) / len(per_group)  # of values metrics.csv rounds
+            assert float(r["train_return"]) == pytest.approx(mean, rel=1e-4, abs=1e-4)
     assert [int(r["frames"]) for r in rows] == [64, 128, 192, 256]
     for g in groups:
         assert any(r[f"train_return/{g}"] for r in rows)

@@ -77,21 +77,34 @@ def test_bad_compile_settings_are_refused_before_training(tmp_path, table, match
     assert not (tmp_path / "run" / "config.json").exists()
 
 
-@pytest.mark.parametrize("preset", ["mappo", "qmix"])
-def test_compile_flag_compiles_every_group_loss_of_the_multi_agent_presets(tmp_path, preset):
+@pytest.mark.parametrize(
+    ("preset", "env"),
+    [("mappo", "pettingzoo:simple_adversary_v3"), ("qmix", "vmas:simple_tag")],
+)
+def test_compile_flag_compiles_every_group_loss_of_the_multi_agent_presets(tmp_path, preset, env):
+    """Envs of two agent groups: each group's loss is compiled, and its graphs run."""
     GRAPHS.clear()
-    argv = ["train", preset, "--compile", "--env", "Navigation", "--frames", "64"]
-    argv += ["--num-envs", "2", "--out", str(tmp_path / "run"), *TINY]
-    argv += [
-        "--set",
+    overrides = [
+        f"env={json.dumps(env)}",
+        "compile.enabled=true",
         "compile.backend=tdrl_test_counting",
-        "--set",
+        "num_envs=2",
+        "frames=64",
         "collector.frames_per_batch=32",
+        "eval.every_frames=0",
+        "eval.episodes=2",
+        "env_options.max_steps=8",
+        "model.hidden=[16]",
     ]
-    if preset == "qmix":  # the built-in Navigation has continuous actions: VMAS's discrete one
-        argv[4] = "vmas:navigation"
-        argv += ["--set", "collector.init_random_frames=32", "--set", "env_options.max_steps=8"]
-    assert main(argv) == 0
+    if preset == "qmix":
+        overrides += ["collector.init_random_frames=32", "buffer.batch_size=16"]
+    else:
+        overrides += ["loss.epochs=1", "loss.minibatch_size=32"]
+    trainer = make_trainer(load_config(preset, overrides=overrides), tmp_path / "run", quiet=True)
+    assert len(trainer.group_losses) == 2
+    trainer.run()
+    for name, loss in trainer.group_losses.items():
+        assert loss._compiled_call_impl is not None, name  # nn.Module.compile ran on it
     assert GRAPHS
 
 
