@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -12,11 +13,12 @@ from torch import nn
 from tdrl.train._compile import compile_loss
 from tdrl.train._multiagent import MultiAgentTrainer
 from tdrl.train._multiagent_models import make_ppo_loss
+from tdrl.train._on_policy import PPOLoop
 
 __all__ = ["MultiAgentPPOTrainer"]
 
 
-class MultiAgentPPOTrainer(MultiAgentTrainer):
+class MultiAgentPPOTrainer(MultiAgentTrainer, PPOLoop):
     """Multi-agent PPO: ``mappo`` (centralised critic) or ``ippo`` (decentralised critics).
 
     For each agent group: a policy network shared by the group's agents (a
@@ -27,8 +29,8 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
     done) are the group's nested entries; GAE runs per agent. A group without its own done
     entries uses the root ``done``/``terminated`` (VMAS); a group with its own (PettingZoo,
     the built-in Navigation) also ends its trajectories at a root ``done``, when the env resets
-    every agent. The losses of the groups are summed and trained by one Adam optimizer, in
-    ``loss.epochs`` epochs of minibatches of ``loss.minibatch_size`` transitions.
+    every agent. The losses of the groups are summed and trained by one Adam optimizer in the
+    loop of the single-agent PPO (:class:`~tdrl.train._on_policy.PPOLoop`).
 
     Examples:
         >>> import tempfile
@@ -57,7 +59,9 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
         self.policy = actors[0] if len(actors) == 1 else TensorDictSequential(*actors)
         oc = config["optim"]
         self.lr = float(oc["lr"])
-        self.optimizer = torch.optim.Adam(self.losses.parameters(), lr=self.lr, eps=1e-5)
+        self.optimizer = torch.optim.Adam(
+            self.losses.parameters(), lr=self.lr, eps=1e-5, fused=True
+        )
         self.modules = {"losses": self.losses}
         self.optimizers = {"optim": self.optimizer}
 
@@ -74,52 +78,18 @@ class MultiAgentPPOTrainer(MultiAgentTrainer):
                 loss.value_estimator(data)
         return data
 
-    def _update(self, batch: TensorDictBase) -> dict[str, float]:
-        lc, oc = self.config["loss"], self.config["optim"]
-        flat = self._advantages(batch).reshape(-1)
-        n = flat.shape[0]
-        mb = min(int(lc.get("minibatch_size", n)), n)
-        max_norm = float(oc.get("max_grad_norm", 0) or 0)
-        sums: dict[str, float] = {}
-        count = 0
+    def _terms(self, sample: TensorDictBase) -> dict[str, torch.Tensor]:
+        """The groups' loss terms added up (diagnostics averaged), and with several groups
+        each group's own as ``"<term>/<group>"``."""
+        terms: dict[str, torch.Tensor] = {}
         several = len(self.groups) > 1
-        for _ in range(int(lc.get("epochs", 1))):
-            perm = torch.randperm(n)
-            for start in range(0, n - mb + 1, mb):
-                sample = flat[perm[start : start + mb]]
-                terms: dict[str, torch.Tensor] = {}
-                for name, loss in self.group_losses.items():
-                    for k, v in loss(sample).items():
-                        if several:
-                            terms[f"{k}/{name}"] = v
-                        # loss terms add up over the groups; diagnostics are averaged
-                        v = v if k.startswith("loss_") else v / len(self.groups)
-                        terms[k] = terms[k] + v if k in terms else v
-                total = sum(v for k, v in terms.items() if k.startswith("loss_") and "/" not in k)
-                self.optimizer.zero_grad(set_to_none=True)
-                total.backward()  # type: ignore[union-attr]
-                if max_norm:
-                    nn.utils.clip_grad_norm_(self.losses.parameters(), max_norm)
-                self.optimizer.step()
-                for k, v in terms.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
-                count += 1
-        return {k: v / max(count, 1) for k, v in sums.items()}
+        for name, loss in self.group_losses.items():
+            for k, v in loss(sample).items():
+                if several:
+                    terms[f"{k}/{name}"] = v
+                v = v if k.startswith("loss_") else v / len(self.groups)
+                terms[k] = terms[k] + v if k in terms else v
+        return terms
 
-    def _anneal(self) -> None:
-        if self.config["optim"].get("anneal_lr"):
-            frac = max(0.0, 1.0 - self.frames / float(self.config["frames"]))
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.lr * max(frac, 0.05)
-
-    def _train(self) -> None:
-        fpb = int(self.config["collector"]["frames_per_batch"])
-        collector = self._collector(self.policy, fpb)
-        try:
-            while not self.done:
-                self._anneal()
-                batch = collector.rollout()
-                losses = self._update(batch)
-                self._after_iteration(batch, losses, fpb)
-        finally:
-            collector.shutdown()
+    def _parameters(self) -> Iterator[nn.Parameter]:
+        return self.losses.parameters()

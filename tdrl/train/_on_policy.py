@@ -2,20 +2,92 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from torch import nn
 
 from tdrl.objectives import A2CLoss, ClipPPOLoss, PolicyGradientLoss
 from tdrl.train._builders import make_actor_critic
 from tdrl.train._compile import compile_loss
 from tdrl.train._trainer import Trainer
 
-__all__ = ["OnPolicyTrainer"]
+__all__ = ["OnPolicyTrainer", "PPOLoop"]
 
 
-class OnPolicyTrainer(Trainer):
+class PPOLoop(Trainer):
+    """The loop of the on-policy trainers: collect a batch, compute its advantages, then
+    ``loss.epochs`` epochs of minibatches of ``loss.minibatch_size`` transitions, each an
+    optimizer step on the sum of the ``loss_*`` terms (gradients clipped to
+    ``optim.max_grad_norm``); the learning rate anneals with ``optim.anneal_lr``.
+
+    Subclasses set ``self.optimizer``, ``self.lr`` and ``self.policy`` and give the hooks
+    :meth:`_advantages`, :meth:`_terms` and :meth:`_parameters`.
+    """
+
+    optimizer: torch.optim.Optimizer
+    lr: float
+
+    def _advantages(self, batch: TensorDictBase) -> TensorDictBase:
+        """``batch`` (or a copy) holding the advantages and value targets."""
+        raise NotImplementedError
+
+    def _terms(self, sample: TensorDictBase) -> dict[str, torch.Tensor]:
+        """The loss terms (``loss_*``, summed for the step) and diagnostics of a minibatch."""
+        raise NotImplementedError
+
+    def _parameters(self) -> Iterator[nn.Parameter]:
+        """The parameters whose gradients are clipped."""
+        raise NotImplementedError
+
+    def _update(self, batch: TensorDictBase) -> dict[str, float]:
+        lc, oc = self.config["loss"], self.config["optim"]
+        flat = self._advantages(batch).reshape(-1)
+        n = flat.shape[0]
+        mb = min(int(lc.get("minibatch_size", n)), n)
+        max_norm = float(oc.get("max_grad_norm", 0) or 0)
+        sums: dict[str, float] = {}
+        count = 0
+        for _ in range(int(lc.get("epochs", 1))):
+            perm = torch.randperm(n)
+            for start in range(0, n - mb + 1, mb):
+                terms = self._terms(flat[perm[start : start + mb]])
+                # the loss_* terms add up; "<term>/<group>" entries only log a group's part
+                total = sum(v for k, v in terms.items() if k.startswith("loss_") and "/" not in k)
+                self.optimizer.zero_grad(set_to_none=True)
+                total.backward()  # type: ignore[union-attr]
+                if max_norm:
+                    nn.utils.clip_grad_norm_(self._parameters(), max_norm)
+                self.optimizer.step()
+                for k, v in terms.items():
+                    sums[k] = sums.get(k, 0.0) + float(v.detach())
+                count += 1
+        return {k: v / max(count, 1) for k, v in sums.items()}
+
+    def _anneal(self) -> None:
+        if self.config["optim"].get("anneal_lr"):
+            frac = max(0.0, 1.0 - self.frames / float(self.config["frames"]))
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr * max(frac, 0.05)
+
+    def _train(self) -> None:
+        fpb = int(self.config["collector"]["frames_per_batch"])
+        collector = self._collector(self.policy, fpb)
+        try:
+            while not self.done:
+                self._anneal()
+                # rollout() returns the collector's memory (TorchRL's rollout): the update
+                # rewrites the advantages and consumes the batch before the next one is collected
+                batch = collector.rollout()
+                losses = self._update(batch)
+                self._after_iteration(batch, losses, fpb)
+        finally:
+            collector.shutdown()
+
+
+class OnPolicyTrainer(PPOLoop):
     """PPO (clipped) or A2C on any env with a discrete or bounded continuous action.
 
     Examples:
@@ -57,47 +129,13 @@ class OnPolicyTrainer(Trainer):
         self.optimizers = {"optim": self.optimizer}
         compile_loss(loss, config)
 
-    def _update(self, batch: TensorDictBase) -> dict[str, float]:
-        lc, oc = self.config["loss"], self.config["optim"]
+    def _advantages(self, batch: TensorDictBase) -> TensorDictBase:
         with torch.no_grad():
             self.loss.value_estimator(batch)
-        flat = batch.reshape(-1)
-        n = flat.shape[0]
-        mb = min(int(lc.get("minibatch_size", n)), n)
-        max_norm = float(oc.get("max_grad_norm", 0) or 0)
-        sums: dict[str, float] = {}
-        count = 0
-        for _ in range(int(lc.get("epochs", 1))):
-            perm = torch.randperm(n)
-            for start in range(0, n - mb + 1, mb):
-                out = self.loss(flat[perm[start : start + mb]])
-                total = sum(v for k, v in out.items() if k.startswith("loss_"))
-                self.optimizer.zero_grad(set_to_none=True)
-                total.backward()  # type: ignore[union-attr]
-                if max_norm:
-                    torch.nn.utils.clip_grad_norm_(self.loss.parameters(), max_norm)
-                self.optimizer.step()
-                for k, v in out.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
-                count += 1
-        return {k: v / max(count, 1) for k, v in sums.items()}
+        return batch
 
-    def _anneal(self) -> None:
-        if self.config["optim"].get("anneal_lr"):
-            frac = max(0.0, 1.0 - self.frames / float(self.config["frames"]))
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.lr * max(frac, 0.05)
+    def _terms(self, sample: TensorDictBase) -> dict[str, torch.Tensor]:
+        return dict(self.loss(sample).items())
 
-    def _train(self) -> None:
-        fpb = int(self.config["collector"]["frames_per_batch"])
-        collector = self._collector(self.policy, fpb)
-        try:
-            while not self.done:
-                self._anneal()
-                # rollout() returns the collector's memory (TorchRL's rollout): the update
-                # rewrites the advantages and consumes the batch before the next one is collected
-                batch = collector.rollout()
-                losses = self._update(batch)
-                self._after_iteration(batch, losses, fpb)
-        finally:
-            collector.shutdown()
+    def _parameters(self) -> Iterator[nn.Parameter]:
+        return self.loss.parameters()
