@@ -15,11 +15,12 @@ from tdrl.objectives import HardUpdate, SoftUpdate
 from tdrl.train._compile import compile_loss
 from tdrl.train._multiagent import MultiAgentTrainer
 from tdrl.train._multiagent_models import TEAM, make_qmix_loss
+from tdrl.train._off_policy import ReplayLoop
 
 __all__ = ["QMixTrainer"]
 
 
-class QMixTrainer(MultiAgentTrainer):
+class QMixTrainer(MultiAgentTrainer, ReplayLoop):
     """QMIX (Rashid et al., 2018) for every agent group of a discrete-action env.
 
     For each group: a Q-network shared by the group's agents (a ``MultiAgentMLP`` with
@@ -66,7 +67,7 @@ class QMixTrainer(MultiAgentTrainer):
             *[m for q, e in zip(qnets, self.exploration.values()) for m in (q, e)]
         )
         oc, rc, tc = config["optim"], config["buffer"], config.get("target", {})
-        self.optimizer = torch.optim.Adam(self.losses.parameters(), lr=float(oc["lr"]))
+        self.optimizer = torch.optim.Adam(self.losses.parameters(), lr=float(oc["lr"]), fused=True)
         self.buffer = TensorDictReplayBuffer(
             storage=LazyTensorStorage(int(rc["capacity"]), device=config.get("device", "cpu")),
             batch_size=int(rc["batch_size"]),
@@ -91,18 +92,6 @@ class QMixTrainer(MultiAgentTrainer):
             return None, None
         return "state", tuple(spec["state"].shape[len(self.env.batch_size) :])
 
-    # ------------------------------------------------------------------ counters
-    def _counters(self) -> dict[str, Any]:
-        return {**super()._counters(), "updates": self._updates, "owed": self._owed}
-
-    def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
-        updates, owed = int(counters.get("updates", 0)), float(counters.get("owed", 0.0))
-        return {**super()._read_counters(counters), "updates": updates, "owed": owed}
-
-    def _apply_counters(self, values: dict[str, Any]) -> None:
-        super()._apply_counters(values)
-        self._updates, self._owed = values["updates"], values["owed"]
-
     # ------------------------------------------------------------------ training
     def _store(self, batch: TensorDictBase) -> None:
         """Writes the batch's transitions, each with its groups' team rewards."""
@@ -111,6 +100,10 @@ class QMixTrainer(MultiAgentTrainer):
             reward = flat.get(("next", *g.key("reward")))
             flat.set(("next", TEAM, g.name, "reward"), reward.mean(-2))
         self.buffer.extend(flat)
+
+    def _explore(self, frames: int) -> None:
+        for greedy in self.exploration.values():
+            greedy.step(frames)  # type: ignore[operator]
 
     def _update_once(self) -> dict[str, float]:
         sample = self.buffer.sample()
@@ -129,31 +122,3 @@ class QMixTrainer(MultiAgentTrainer):
         if len(terms) > 1:
             out.update({f"loss/{name}": float(v.detach()) for name, v in terms.items()})
         return out
-
-    def _train(self) -> None:
-        cc = self.config["collector"]
-        fpb = int(cc["frames_per_batch"])
-        start = int(cc.get("init_random_frames", 0))
-        collector = self._collector(
-            self.collect_policy, fpb, init_random_frames=max(start - self.frames, 0)
-        )
-        ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
-        try:
-            while not self.done:
-                batch = collector.rollout()
-                self._store(batch)
-                for greedy in self.exploration.values():
-                    greedy.step(fpb)  # type: ignore[operator]
-                losses: dict[str, float] = {}
-                if self.frames + fpb >= start:
-                    self._owed += ratio * fpb
-                    n = int(self._owed)
-                    self._owed -= n
-                    sums: dict[str, float] = {}
-                    for _ in range(n):
-                        for k, v in self._update_once().items():
-                            sums[k] = sums.get(k, 0.0) + v
-                    losses = {k: v / max(n, 1) for k, v in sums.items()}
-                self._after_iteration(batch, losses, fpb)
-        finally:
-            collector.shutdown()

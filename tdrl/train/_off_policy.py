@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from tensordict import TensorDictBase
 
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.errors import CheckpointError
@@ -13,10 +14,76 @@ from tdrl.train._compile import compile_loss
 from tdrl.train._off_policy_agents import make_agent
 from tdrl.train._trainer import Trainer
 
-__all__ = ["OffPolicyTrainer"]
+__all__ = ["OffPolicyTrainer", "ReplayLoop"]
 
 
-class OffPolicyTrainer(Trainer):
+class ReplayLoop(Trainer):
+    """The loop of the off-policy trainers: collect a batch with ``collect_policy``, store it,
+    step the exploration, then, once ``collector.init_random_frames`` are collected, run
+    ``loss.updates_per_frame`` updates per collected frame (the fractional rest is owed to the
+    next batch; the update and owed counts travel in checkpoints).
+
+    Subclasses set ``collect_policy``, ``_updates = 0`` and ``_owed = 0.0`` and give the hooks
+    :meth:`_store`, :meth:`_explore` and :meth:`_update_once`.
+    """
+
+    collect_policy: Any
+    _updates: int
+    _owed: float
+
+    def _store(self, batch: TensorDictBase) -> None:
+        """Writes a collected batch to the replay buffer."""
+        raise NotImplementedError
+
+    def _explore(self, frames: int) -> None:
+        """Advances the exploration schedule by ``frames`` collected frames."""
+        raise NotImplementedError
+
+    def _update_once(self) -> dict[str, float]:
+        """One gradient step on a sampled batch; returns its loss terms."""
+        raise NotImplementedError
+
+    def _counters(self) -> dict[str, Any]:
+        return {**super()._counters(), "updates": self._updates, "owed": self._owed}
+
+    def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
+        updates, owed = int(counters.get("updates", 0)), float(counters.get("owed", 0.0))
+        return {**super()._read_counters(counters), "updates": updates, "owed": owed}
+
+    def _apply_counters(self, values: dict[str, Any]) -> None:
+        super()._apply_counters(values)
+        self._updates, self._owed = values["updates"], values["owed"]
+
+    def _train(self) -> None:
+        cc = self.config["collector"]
+        fpb = int(cc["frames_per_batch"])
+        start = int(cc.get("init_random_frames", 0))
+        collector = self._collector(
+            self.collect_policy, fpb, init_random_frames=max(start - self.frames, 0)
+        )
+        ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
+        try:
+            while not self.done:
+                # rollout() returns the collector's memory: _store copies it out right away
+                batch = collector.rollout()
+                self._store(batch)
+                self._explore(fpb)
+                losses: dict[str, float] = {}
+                if self.frames + fpb >= start:
+                    self._owed += ratio * fpb
+                    n = int(self._owed)
+                    self._owed -= n
+                    sums: dict[str, float] = {}
+                    for _ in range(n):
+                        for k, v in self._update_once().items():
+                            sums[k] = sums.get(k, 0.0) + v
+                    losses = {k: v / max(n, 1) for k, v in sums.items()}
+                self._after_iteration(batch, losses, fpb)
+        finally:
+            collector.shutdown()
+
+
+class OffPolicyTrainer(ReplayLoop):
     """Replay-buffer training with a fixed update-to-data ratio.
 
     Each iteration collects ``collector.frames_per_batch`` frames, writes them to the buffer
@@ -41,6 +108,7 @@ class OffPolicyTrainer(Trainer):
         super().__init__(config, out_dir, **kwargs)
         self.agent = make_agent(config["algorithm"], self.env, config)
         self.policy = self.agent.policy
+        self.collect_policy = self.agent.collect_policy
         oc, rc, tc = config["optim"], config["buffer"], config.get("target", {})
         self.optimizer = torch.optim.Adam(
             self.agent.loss.parameters(), lr=float(oc["lr"]), fused=True
@@ -64,15 +132,14 @@ class OffPolicyTrainer(Trainer):
         compile_loss(self.agent.loss, config)
 
     def _counters(self) -> dict[str, Any]:
-        out = {**super()._counters(), "updates": self._updates, "owed": self._owed}
+        out = super()._counters()
         if self.agent.exploration is not None:  # e.g. DQN's annealed eps: resume keeps it
             state = self.agent.exploration.state_dict()
             out["exploration"] = {k: v.tolist() for k, v in state.items()}
         return out
 
     def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
-        updates, owed = int(counters.get("updates", 0)), float(counters.get("owed", 0.0))
-        values = {**super()._read_counters(counters), "updates": updates, "owed": owed}
+        values = super()._read_counters(counters)
         values["exploration"] = self._read_exploration(counters.get("exploration"))
         return values
 
@@ -101,7 +168,6 @@ class OffPolicyTrainer(Trainer):
 
     def _apply_counters(self, values: dict[str, Any]) -> None:
         super()._apply_counters(values)
-        self._updates, self._owed = values["updates"], values["owed"]
         if values.get("exploration") is not None:
             self.agent.exploration.load_state_dict(values["exploration"])
 
@@ -121,35 +187,13 @@ class OffPolicyTrainer(Trainer):
         self._updates += 1
         return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
 
-    def _train(self) -> None:
-        cc = self.config["collector"]
-        fpb = int(cc["frames_per_batch"])
-        start = int(cc.get("init_random_frames", 0))
-        collector = self._collector(
-            self.agent.collect_policy, fpb, init_random_frames=max(start - self.frames, 0)
-        )
-        ratio = float(self.config["loss"].get("updates_per_frame", 1.0))
-        try:
-            while not self.done:
-                # rollout() returns the collector's memory: extend() copies it out right away
-                batch = collector.rollout()
-                # Only the env's entries: random-action batches lack the policy's outputs.
-                self.buffer.extend(batch.reshape(-1).select(*self._stored_keys))
-                if self.agent.exploration is not None:
-                    self.agent.exploration.step(fpb)
-                losses: dict[str, float] = {}
-                if self.frames + fpb >= start:
-                    self._owed += ratio * fpb
-                    n = int(self._owed)
-                    self._owed -= n
-                    sums: dict[str, float] = {}
-                    for _ in range(n):
-                        for k, v in self._update_once().items():
-                            sums[k] = sums.get(k, 0.0) + v
-                    losses = {k: v / max(n, 1) for k, v in sums.items()}
-                self._after_iteration(batch, losses, fpb)
-        finally:
-            collector.shutdown()
+    def _store(self, batch: TensorDictBase) -> None:
+        # Only the env's entries: random-action batches lack the policy's outputs.
+        self.buffer.extend(batch.reshape(-1).select(*self._stored_keys))
+
+    def _explore(self, frames: int) -> None:
+        if self.agent.exploration is not None:
+            self.agent.exploration.step(frames)
 
 
 def _is_loss(key: str) -> bool:
