@@ -88,6 +88,34 @@ def _as_creators(
     return out
 
 
+class _MaskFlags:
+    """Whether any sub-env's action spec holds a mask: the bytes of the shared flags compared
+    with zeros through a memoryview (a tenth of the cost of ``tensor.any()``). Copies and
+    pickles start unbound (a view must not outlive the buffers it reads)."""
+
+    __slots__ = ("_view", "_zeros", "bufs")
+
+    def __init__(self) -> None:
+        self.bufs: Buffers | None = None
+        self._view: Any = None
+        self._zeros = b""
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return (_MaskFlags, ())
+
+    def bind(self, bufs: Buffers) -> None:
+        flags = bufs.mask_active
+        self.bufs, self._view = bufs, flags
+        if flags.device.type == "cpu" and flags.is_contiguous():
+            self._view, self._zeros = memoryview(flags.numpy()).cast("B"), bytes(flags.numel())
+
+    def any(self) -> bool:
+        view = self._view
+        if type(view) is memoryview:
+            return view != self._zeros
+        return bool(view.any())
+
+
 class BatchedEnvBase(EnvBase):
     """Base of batched envs: ``num_workers`` copies of a sub-env behind one ``EnvBase``.
 
@@ -136,6 +164,10 @@ class BatchedEnvBase(EnvBase):
         self._buffers: Buffers | None = None
         self._masks_published = False
         self._all_workers = tuple(range(num_workers))
+        # the input leaves every step reads (None: all of them), see ``_plan_inputs``
+        self._input_plan: tuple[int, ...] | None = None
+        self._mask_flags = _MaskFlags()
+        self._merge_masks: dict[tuple[bool, ...], list[torch.Tensor]] = {}
 
     # ------------------------------------------------------------------ subclass hooks
     def _read_meta(self) -> EnvMeta:
@@ -184,9 +216,35 @@ class BatchedEnvBase(EnvBase):
             active,
         )
 
+    def _plan_inputs(self, reads: Sequence[frozenset[int] | None]) -> None:
+        """Records which input leaves the steps read, from every sub-env's
+        ``EnvRunner.writer_reads``: when each sub-env writes its own rows, a step copies only
+        the leaves they read (the actions, say) into the input buffer, not every spec'd entry."""
+        if any(r is None for r in reads):
+            self._input_plan = None
+        else:
+            self._input_plan = tuple(sorted(set().union(*reads)))  # type: ignore[arg-type]
+
+    def _write_step_inputs(self, bufs: Buffers, tensordict: TensorDictBase) -> tuple[int, ...]:
+        """Copies what the sub-envs' steps read into the input buffer; returns the missing
+        leaves. When one the steps read is missing, every leaf is copied (the sub-envs go the
+        general way, which reads them all, and raise its error if it needs the missing one)."""
+        plan = self._input_plan
+        if plan is not None:
+            missing = bufs.inputs.write(tensordict, plan)
+            if not missing:
+                return missing
+        return bufs.inputs.write(tensordict)
+
+    def _any_mask_active(self, bufs: Buffers) -> bool:
+        flags = self._mask_flags
+        if flags.bufs is not bufs:
+            flags.bind(bufs)
+        return flags.any()
+
     def _publish_action_masks(self, bufs: Buffers) -> None:
         """Mirrors the sub-envs' action masks (e.g. from ActionMask) into the batched spec."""
-        if not self._masks_published and not bool(bufs.mask_active.any()):
+        if not self._masks_published and not self._any_mask_active(bufs):
             return  # the usual case: discrete actions without masks
         active = bufs.mask_active.any(0).tolist()
         spec = self.full_action_spec
@@ -201,7 +259,7 @@ class BatchedEnvBase(EnvBase):
     # ------------------------------------------------------------------ EnvBase hooks
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         bufs = self._ready_buffers()
-        missing = bufs.inputs.write(tensordict)
+        missing = self._write_step_inputs(bufs, tensordict)
         self._dispatch("step", (missing,), self._all_workers)
         if bufs.mask_keys:
             self._publish_action_masks(bufs)
@@ -289,7 +347,7 @@ class BatchedEnvBase(EnvBase):
         """
         self._check_actions(tensordict)
         bufs = self._ready_buffers()
-        missing = bufs.inputs.write(tensordict)
+        missing = self._write_step_inputs(bufs, tensordict)
         flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
         if bufs.mask_keys:
             self._publish_action_masks(bufs)
@@ -302,17 +360,25 @@ class BatchedEnvBase(EnvBase):
     def _merge_reset_rows(self, root: TensorDictBase, bufs: Buffers, flags: list[Any]) -> None:
         """The root rows of the workers that reset come from the root buffer; the others left
         it alone (their root is their next row, already in ``root``). Fresh tensors."""
-        reset = self._output_mask(flags)
-        for key, path, leaf in zip(bufs.root.keys, bufs.root._paths, bufs.root.leaves):
+        masks = self._reset_row_masks(bufs, flags)
+        for key, path, leaf, mask in zip(bufs.root.keys, bufs.root._paths, bufs.root.leaves, masks):
             current = lookup(root, path)
             if current is None:
                 current = self._output_leaf(bufs.next.leaf(key))
-            mask = reset.reshape(-1, *([1] * (leaf.ndim - 1)))
             put(root, path, torch.where(mask, self._output_leaf(leaf), current))
 
-    def _output_mask(self, flags: list[Any]) -> torch.Tensor:
-        """The per-worker flags as a bool tensor on the device of the outputs."""
-        return torch.tensor([bool(f) for f in flags], device=self.device)
+    def _reset_row_masks(self, bufs: Buffers, flags: list[Any]) -> list[torch.Tensor]:
+        """Per root leaf, the per-worker reset flags shaped to broadcast over it (on the device
+        of the outputs), cached per combination of flags."""
+        key = tuple(bool(f) for f in flags)
+        masks = self._merge_masks.get(key)
+        if masks is None:
+            if len(self._merge_masks) >= 256:  # many workers: keep the cache bounded
+                self._merge_masks.clear()
+            reset = torch.tensor(key, device=self.device)
+            masks = [reset.reshape(-1, *([1] * (leaf.ndim - 1))) for leaf in bufs.root.leaves]
+            self._merge_masks[key] = masks
+        return masks
 
     def _output_leaf(self, leaf: torch.Tensor) -> torch.Tensor:
         """A buffer leaf as the caller sees it (moved to the env device when it differs)."""

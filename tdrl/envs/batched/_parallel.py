@@ -199,6 +199,7 @@ class ParallelEnv(BatchedEnvBase):
         if self.in_process:
             self._buffers = self._make_buffers(self.device)
             self._runners = [EnvRunner(self._local[0], self._buffers.row(0))]
+            self._plan_inputs([self._runners[0].writer_reads])
             return self._buffers
         buffers = self._make_buffers(torch.device("cpu")).share_memory_()
         pool = WorkerPool(
@@ -213,12 +214,12 @@ class ParallelEnv(BatchedEnvBase):
         self._pool, self._buffers = pool, buffers
         try:
             parts = buffers.to_parts()
-            metas = pool.start(worker_main, [(creator, parts) for creator in self._creators])
+            hellos = pool.start(worker_main, [(creator, parts) for creator in self._creators])
         except BaseException:
             self._failure = pool.failure or "the workers failed to start"
             self.close()
             raise
-        for i, meta in enumerate(metas):
+        for i, (meta, _) in enumerate(hellos):
             diff = self.sub_meta.difference(meta)
             if diff is not None:
                 self._failure = f"worker {i} built an env with other specs"
@@ -228,6 +229,7 @@ class ParallelEnv(BatchedEnvBase):
                     f"specs read in the parent (got {diff}). Every factory must build envs "
                     "with identical specs."
                 )
+        self._plan_inputs([reads for _, reads in hellos])
         return buffers
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:

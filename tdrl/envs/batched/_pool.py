@@ -9,9 +9,7 @@ timeout. Pools still running at interpreter exit are shut down.
 from __future__ import annotations
 
 import atexit
-import math
 import os
-import select
 import threading
 import time
 import weakref
@@ -28,10 +26,18 @@ from tdrl.envs.batched._process import (
     encode_command,
     worker_names,
 )
+from tdrl.envs.batched._waiter import Waiter
+from tdrl.envs.batched._wire import Wire, frame
 from tdrl.errors import WorkerError
 
 __all__ = ["WorkerPool"]
 
+# the framed bytes of the argument-free step commands (most of the traffic)
+_NO_MISSING = ((),)
+_STEP_FRAMES = {
+    cmd: frame(encode_command(cmd, _NO_MISSING)) for cmd in ("step", "step_and_maybe_reset")
+}
+_SHORT_REPLIES = {code: decode_reply(code) for code in (b"k", b"1", b"0")}
 _LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 _ATEXIT_LOCK = threading.Lock()
 _atexit_registered = False
@@ -54,31 +60,6 @@ def _track(pool: WorkerPool) -> None:
             atexit.register(_shutdown_live_pools)
             _atexit_registered = True
         _LIVE.add(pool)
-
-
-class _Waiter:
-    """Blocks until one of a fixed set of file descriptors is readable (or a timeout)."""
-
-    def __init__(self, fds: Sequence[int]) -> None:
-        self._fds = list(fds)
-        self._poll = select.poll() if hasattr(select, "poll") else None
-        if self._poll is not None:
-            mask = select.POLLIN | select.POLLHUP | select.POLLERR
-            for fd in self._fds:
-                self._poll.register(fd, mask)
-
-    def forget(self, fd: int) -> None:
-        """Stops watching ``fd`` (a process sentinel that stays readable once it fired)."""
-        if fd in self._fds:
-            self._fds.remove(fd)
-            if self._poll is not None:
-                self._poll.unregister(fd)
-
-    def wait(self, timeout_s: float) -> list[int]:
-        if self._poll is not None:
-            ms = max(0, math.ceil(timeout_s * 1000))
-            return [fd for fd, _ in self._poll.poll(ms)]
-        return list(connection.wait(self._fds, timeout_s))  # type: ignore[arg-type]
 
 
 class WorkerPool:
@@ -118,9 +99,11 @@ class WorkerPool:
         self._procs: list[Any] = []
         self._pids: list[int] = []
         self._conns: list[Any] = []
+        self._wires: list[Wire] = []
+        self._fds: list[int] = []
         self._fd_worker: dict[int, int] = {}
         self._sentinel_worker: dict[int, int] = {}
-        self._waiter: _Waiter | None = None
+        self._waiter: Waiter | None = None
         self._owner_pid = os.getpid()
         self._closed = False
 
@@ -155,16 +138,18 @@ class WorkerPool:
                 )
                 self._procs.append(proc)
                 self._conns.append(parent_conn)
+                self._wires.append(Wire(parent_conn))
                 proc.start()
                 self._pids.append(proc.pid)
                 child_conn.close()
         except BaseException:
             self.shutdown()
             raise
-        for i, (proc, conn) in enumerate(zip(self._procs, self._conns)):
-            self._fd_worker[conn.fileno()] = i
+        self._fds = [conn.fileno() for conn in self._conns]
+        for i, (proc, fd) in enumerate(zip(self._procs, self._fds)):
+            self._fd_worker[fd] = i
             self._sentinel_worker[proc.sentinel] = i
-        self._waiter = _Waiter([*self._fd_worker, *self._sentinel_worker])
+        self._waiter = Waiter(self._fds, list(self._sentinel_worker))
         return self._collect(range(len(self._procs)), "start", self.start_timeout)
 
     # ------------------------------------------------------------------ commands
@@ -175,12 +160,14 @@ class WorkerPool:
             WorkerError: a worker raised (its env stays alive) or died (the pool shuts down).
             TimeoutError: a worker did not answer within ``step_timeout`` (the pool shuts down).
         """
-        msg = encode_command(cmd, args)
-        conns = self._conns
+        msg = _STEP_FRAMES.get(cmd) if args == _NO_MISSING else None
+        if msg is None:
+            msg = frame(encode_command(cmd, args))
+        wires = self._wires
         try:
             for w in workers:
                 try:
-                    conns[w].send_bytes(msg)
+                    wires[w].send_frame(msg)
                 except OSError:
                     self._died(w, cmd)
             return self._collect(workers, cmd, self.step_timeout)
@@ -199,7 +186,7 @@ class WorkerPool:
             WorkerError: the worker died (the pool shuts down).
         """
         try:
-            self._conns[worker].send_bytes(encode_command(cmd, args, share=share))
+            self._wires[worker].send(encode_command(cmd, args, share=share))
         except OSError:
             self._died(worker, cmd)
 
@@ -215,7 +202,7 @@ class WorkerPool:
             WorkerError: a worker died (checked before the answers: a live worker's answers
                 must not hide a dead one). TimeoutError: none answered within ``step_timeout``.
         """
-        slots = {self._conns[w].fileno(): w for w in workers}
+        slots = {self._fds[w]: w for w in workers}
         deadline = time.monotonic() + self.step_timeout
         assert self._waiter is not None
         while True:
@@ -232,7 +219,7 @@ class WorkerPool:
                 w = slots.get(fd)
                 if w is not None:
                     try:
-                        ok, value = decode_reply(self._conns[w].recv_bytes())
+                        ok, value = decode_reply(self._wires[w].recv())
                     except (EOFError, OSError):
                         self._died(w, cmd)
                     return w, ok, value
@@ -244,43 +231,60 @@ class WorkerPool:
         self._raise_remote([(worker, error)], cmd)
 
     def _collect(self, workers: Sequence[int], cmd: str, timeout: float) -> list[Any]:
-        slots = {self._conns[w].fileno(): k for k, w in enumerate(workers)}
-        results: list[Any] = [None] * len(slots)
+        """The answers of ``workers``, read one worker after the other (see ``Waiter``)."""
+        results: list[Any] = [None] * len(workers)
         errors: list[tuple[int, RemoteError]] = []
-        answered: set[int] = set()  # a worker that answered and then exited is not a death
+        early: dict[int, tuple[bool, Any]] = {}  # answers of workers that ended after them
         deadline = time.monotonic() + timeout
-        assert self._waiter is not None
-        while slots:
-            ready = self._waiter.wait(deadline - time.monotonic())
-            if not ready:
-                if time.monotonic() >= deadline:
-                    self._timed_out([workers[k] for k in slots.values()], cmd, timeout)
-                continue
-            dead: list[tuple[int, int]] = []
-            for fd in ready:
-                k = slots.pop(fd, None)
-                if k is not None:
-                    w = workers[k]
-                    try:
-                        ok, value = decode_reply(self._conns[w].recv_bytes())
-                    except (EOFError, OSError):
-                        self._died(w, cmd)
-                    answered.add(w)
-                    if ok:
-                        results[k] = value
-                    else:
-                        errors.append((w, value))
-                elif fd in self._sentinel_worker:
-                    dead.append((fd, self._sentinel_worker[fd]))
-            for fd, w in dead:
-                if w in answered:  # e.g. a worker that reported a start-up error and exited:
-                    self._waiter.forget(fd)  # its answer stands (a later command finds it gone)
+        waiter = self._waiter
+        assert waiter is not None
+        fds = self._fds
+        for k, w in enumerate(workers):
+            reply = early.pop(w, None) if early else None
+            while reply is None:
+                ready = waiter.wait_for(w, deadline - time.monotonic())
+                if len(ready) == 1 and ready[0] == fds[w]:  # the usual case: w answered
+                    reply = self._read(w, cmd)
+                    break
+                if not ready:
+                    if time.monotonic() >= deadline:
+                        late = [v for v in workers[k:] if v not in early]
+                        self._timed_out(late, cmd, timeout)
                     continue
-                if self._conns[w].fileno() not in slots or not self._conns[w].poll(0):
-                    self._died(w, cmd)
+                if fds[w] in ready:
+                    reply = self._read(w, cmd)
+                for fd in ready:
+                    d = self._sentinel_worker.get(fd)
+                    if d is None:
+                        continue
+                    if d in early or d in workers[:k] or (d == w and reply is not None):
+                        waiter.forget(fd)  # it answered this command: the answer stands
+                    elif d in workers[k:] and self._conns[d].poll(0):
+                        # it answered, then ended (e.g. a start-up error): the answer stands,
+                        # a later command finds it gone
+                        if d == w:
+                            reply = self._read(w, cmd)
+                        else:
+                            early[d] = self._read(d, cmd)
+                        waiter.forget(fd)
+                    else:
+                        self._died(d, cmd)
+            ok, value = reply
+            if ok:
+                results[k] = value
+            else:
+                errors.append((w, value))
         if errors:
             self._raise_remote(errors, cmd)
         return results
+
+    def _read(self, w: int, cmd: str) -> tuple[bool, Any]:
+        try:
+            data = self._wires[w].recv()
+        except (EOFError, OSError):
+            self._died(w, cmd)
+        reply = _SHORT_REPLIES.get(data)
+        return decode_reply(data) if reply is None else reply
 
     def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
         errors.sort(key=lambda e: e[0])

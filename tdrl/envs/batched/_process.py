@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import torch
 
+from tdrl.envs.batched._wire import Wire, frame
+
 __all__ = [
     "CommandServer",
     "RemoteError",
@@ -108,6 +110,9 @@ def encode_command(cmd: str, args: tuple, *, share: bool = False) -> bytes:
     if share:
         return _GENERIC + bytes(ForkingPickler.dumps((cmd, args)))
     return _GENERIC + pickle.dumps((cmd, args), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_REPLY_FRAMES = {None: frame(b"k"), True: frame(b"1"), False: frame(b"0")}
 
 
 def _encode_result(value: Any) -> bytes:
@@ -207,9 +212,11 @@ def _start_up(options: WorkerOptions) -> threading.Event:
 
 def serve(conn: Any, server: CommandServer) -> None:
     """Answers commands until ``close`` (no reply) or until the parent closes the pipe."""
+    wire = Wire(conn)
+    short_replies = _REPLY_FRAMES
     while True:
         try:
-            msg = conn.recv_bytes()
+            msg = wire.recv()
         except (EOFError, OSError):  # the parent closed the pipe or died
             return
         code = msg[:1]
@@ -219,11 +226,14 @@ def serve(conn: Any, server: CommandServer) -> None:
         try:
             short = _SHORT.get(code)
             cmd, args = short if short is not None else pickle.loads(msg[1:])
-            reply = _encode_result(getattr(server, cmd)(*args))
+            value = getattr(server, cmd)(*args)
+            reply = short_replies.get(value) if value is None or type(value) is bool else None
+            if reply is None:
+                reply = frame(_encode_result(value))
         except Exception as exc:
-            reply = _encode_error(exc)
+            reply = frame(_encode_error(exc))
         try:
-            conn.send_bytes(reply)
+            wire.send_frame(reply)
         except OSError:
             return
 

@@ -139,6 +139,12 @@ class EnvRunner:
         reads = set(self._writer.reads) if self._writer is not None else set()
         self._writer_reads = frozenset(i for i, k in enumerate(rows.inputs.keys) if k in reads)
 
+    @property
+    def writer_reads(self) -> frozenset[int] | None:
+        """The input leaves (indices) a step reads when the sub-env writes its own rows (None:
+        the sub-env has no row writer, its steps read every input leaf)."""
+        return self._writer_reads if self._writer is not None else None
+
     def __getstate__(self) -> dict[str, Any]:
         # a copy rebuilds the input row from its own leaves (a copied TensorDict would not
         # share them: the writer would read stale actions)

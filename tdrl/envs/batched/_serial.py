@@ -135,6 +135,7 @@ class SerialEnv(BatchedEnvBase):
             self._runners = [
                 EnvRunner(env, self._buffers.row(i)) for i, env in enumerate(self._envs)
             ]
+            self._plan_inputs([runner.writer_reads for runner in self._runners])
         return self._buffers
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:

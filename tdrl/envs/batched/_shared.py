@@ -113,21 +113,26 @@ class TreeBuffer:
         self._root = _Node(td, self._index, ())
         self._no_skip: frozenset[int] = frozenset()
 
-    def write(self, src: TensorDictBase) -> tuple[int, ...]:
+    def write(self, src: TensorDictBase, only: Sequence[int] | None = None) -> tuple[int, ...]:
         """Copies the leaves ``src`` has into the buffer; returns the indices of missing keys.
+
+        ``only``: the indices of the leaves to copy (default: all); the others are left as
+        they are and not reported missing.
 
         Raises:
             SpecError: a present entry has the wrong shape.
         """
         missing: list[int] = []
         dsts, values = [], []
-        for i, (key, path, dst) in enumerate(zip(self.keys, self._paths, self.leaves)):
-            value = _lookup(src, path, key)
+        keys, paths, leaves = self.keys, self._paths, self.leaves
+        for i in range(len(keys)) if only is None else only:
+            dst = leaves[i]
+            value = _lookup(src, paths[i], keys[i])
             if value is None:
                 missing.append(i)
                 continue
             if value.shape != dst.shape:
-                self._bad_shape(key, value, dst)
+                self._bad_shape(keys[i], value, dst)
             dsts.append(dst)
             values.append(value)
         _copy_all(dsts, values)

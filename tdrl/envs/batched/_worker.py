@@ -20,13 +20,14 @@ def worker_main(
 ) -> None:
     """Entry point of worker ``index``: build the env, report its specs, serve commands.
 
-    The first message sent is the env's :class:`EnvMeta` (or the error that prevented building
-    it). ``SIGINT`` is ignored: the parent handles Ctrl-C and closes the workers.
+    The first message sent is the env's :class:`EnvMeta` with the input leaves its steps read
+    (``EnvRunner.writer_reads``), or the error that prevented building it. ``SIGINT`` is ignored: the parent handles Ctrl-C and closes the workers.
     """
 
-    def build() -> tuple[EnvRunner, EnvMeta]:
+    def build() -> tuple[EnvRunner, tuple[EnvMeta, frozenset[int] | None]]:
         env = creator()
         meta = EnvMeta.from_env(env)
-        return EnvRunner(env, Buffers.from_parts(buffer_parts).row(index)), meta
+        runner = EnvRunner(env, Buffers.from_parts(buffer_parts).row(index))
+        return runner, (meta, runner.writer_reads)
 
     run_worker(conn, options, build)
