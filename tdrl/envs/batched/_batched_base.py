@@ -107,7 +107,7 @@ class _MaskFlags:
         flags = bufs.mask_active
         self.bufs, self._view = bufs, flags
         if flags.device.type == "cpu" and flags.is_contiguous():
-            self._view, self._zeros = memoryview(flags.numpy()).cast("B"), bytes(flags.numel())
+            self._view, self._zeros = flags.numpy().data.cast("B"), bytes(flags.numel())
 
     def any(self) -> bool:
         view = self._view

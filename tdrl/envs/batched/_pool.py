@@ -248,7 +248,12 @@ class WorkerPool:
                     break
                 if not ready:
                     if time.monotonic() >= deadline:
-                        late = [v for v in workers[k:] if v not in early]
+                        # those whose answer is not waiting in their pipe
+                        late = [
+                            v
+                            for v in workers[k:]
+                            if v not in early and (v == w or not self._conns[v].poll(0))
+                        ]
                         self._timed_out(late, cmd, timeout)
                     continue
                 if fds[w] in ready:

@@ -105,6 +105,31 @@ def test_dead_worker_is_reported_with_pid_and_exit_status(cls, expected):
         env.reset()
 
 
+def test_a_death_is_reported_while_another_worker_is_still_working():
+    # the answers are read one worker after the other: waiting for worker 0 (hung here) must
+    # still wake up at once when worker 1 dies
+    env = ParallelEnv(2, [_Hang, _Exit], mp_start_method="fork", step_timeout=30)
+    td = env.rand_action(env.reset())
+    pids = env.worker_pids
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=rf"worker 1 \(pid {pids[1]}\) died with exit code 3"):
+        env.step(td)
+    assert time.monotonic() - start < 5
+    assert env.is_closed and not any(_exists(p) for p in pids)
+
+
+def test_every_hung_worker_is_named_in_the_timeout():
+    env = ParallelEnv(3, [_Hang, CountingEnv, _Hang], mp_start_method="fork", step_timeout=0.5)
+    td = env.rand_action(env.reset())
+    pids = env.worker_pids
+    with pytest.raises(TimeoutError) as info:
+        env.step(td)
+    msg = str(info.value)
+    assert f"worker 0 (pid {pids[0]}), worker 2 (pid {pids[2]}) did not answer" in msg
+    assert f"worker 1 (pid {pids[1]})" not in msg
+    assert not any(_exists(p) for p in pids)
+
+
 def test_hung_worker_times_out_and_is_killed():
     env = ParallelEnv(2, [CountingEnv, _Hang], mp_start_method="fork", step_timeout=0.5)
     td = env.rand_action(env.reset())
