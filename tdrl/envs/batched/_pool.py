@@ -9,6 +9,7 @@ timeout. Pools still running at interpreter exit are shut down.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import threading
 import time
@@ -37,7 +38,7 @@ _NO_MISSING = ((),)
 _STEP_FRAMES = {
     cmd: frame(encode_command(cmd, _NO_MISSING)) for cmd in ("step", "step_and_maybe_reset")
 }
-_SHORT_REPLIES = {code: decode_reply(code) for code in (b"k", b"1", b"0")}
+_FRAMED_REPLIES = {frame(code): decode_reply(code) for code in (b"k", b"1", b"0")}
 _LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 _ATEXIT_LOCK = threading.Lock()
 _atexit_registered = False
@@ -241,11 +242,13 @@ class WorkerPool:
         fds = self._fds
         for k, w in enumerate(workers):
             reply = early.pop(w, None) if early else None
+            poller = waiter.poller(w) if reply is None else None
+            if poller is not None:  # the usual case, in the fewest calls: w answers
+                ready = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+                if len(ready) == 1 and ready[0][0] == fds[w]:
+                    reply = self._read(w, cmd)
             while reply is None:
                 ready = waiter.wait_for(w, deadline - time.monotonic())
-                if len(ready) == 1 and ready[0] == fds[w]:  # the usual case: w answered
-                    reply = self._read(w, cmd)
-                    break
                 if not ready:
                     if time.monotonic() >= deadline:
                         # those whose answer is not waiting in their pipe
@@ -284,12 +287,15 @@ class WorkerPool:
         return results
 
     def _read(self, w: int, cmd: str) -> tuple[bool, Any]:
+        wire = self._wires[w]
         try:
-            data = self._wires[w].recv()
+            if wire.fd < 0:
+                return decode_reply(wire.recv())
+            data = os.read(wire.fd, 5)
+            reply = _FRAMED_REPLIES.get(data)  # a whole one-byte answer
+            return decode_reply(wire.finish(data)) if reply is None else reply
         except (EOFError, OSError):
             self._died(w, cmd)
-        reply = _SHORT_REPLIES.get(data)
-        return decode_reply(data) if reply is None else reply
 
     def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
         errors.sort(key=lambda e: e[0])

@@ -49,6 +49,11 @@ class Waiter:
                 poll.register(fd, _EVENTS)
         return poll
 
+    def poller(self, worker: int) -> Any:
+        """The ``select.poll`` object behind ``wait_for(worker)`` (None without ``poll``), for
+        loops that cannot afford a call more per wait."""
+        return self._poll(worker) if _EVENTS else None
+
     def forget(self, fd: int) -> None:
         """Stops watching the sentinel ``fd`` (it stays readable once it fired)."""
         if fd in self._sentinels:

@@ -79,7 +79,10 @@ class Wire:
         """Receives one message (raises ``EOFError`` when the other end closed the pipe)."""
         if self.fd < 0:
             return bytes(self.conn.recv_bytes())
-        data = os.read(self.fd, 5)  # a one-byte message, whole
+        return self.finish(os.read(self.fd, 5))  # a one-byte message, whole
+
+    def finish(self, data: bytes) -> bytes:
+        """The message whose first bytes (at most one frame's) were read as ``data``."""
         if len(data) < 4:
             data += self._read(4 - len(data))
         (size,) = _SIZE.unpack_from(data)
