@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.batched._batched_base import BatchedEnvBase, EnvFactory, check_torchrl_options
 from tdrl.envs.batched._pool import WorkerPool
@@ -15,6 +15,7 @@ from tdrl.envs.batched._runner import Buffers, EnvRunner
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.batched._worker import worker_main
 from tdrl.envs.core import EnvBase, EnvMeta
+from tdrl.envs.core._fast import set_next
 
 __all__ = ["ParallelEnv"]
 
@@ -237,10 +238,67 @@ class ParallelEnv(BatchedEnvBase):
             return [getattr(self._runners[w], cmd)(*args) for w in workers]
         pool = self._pool
         assert pool is not None
+        return self._guarded(pool.run, cmd, args, workers)
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        # The base method, with the caller's outputs built while the workers step: the fresh
+        # tensors of "next", the "next" entry and the next root exist before the answers, which
+        # are then copied into them. The parent's own work overlaps the workers' instead of
+        # following it (the plain-TensorDict, cpu case; anything else takes the base method).
+        pool = self._pool
+        if (
+            pool is None
+            or type(tensordict) is not TensorDict
+            or (self.device is not None and self.device.type != "cpu")
+        ):
+            return super().step_and_maybe_reset(tensordict)
+        self._check_actions(tensordict)
+        bufs = self._ready_buffers()
+        missing = self._write_step_inputs(bufs, tensordict)
+        cmd = "step_and_maybe_reset"
+        self._guarded(pool.begin, cmd, (missing,), self._all_workers)
+        previous = tensordict._tensordict.get("next")
         try:
-            return pool.run(cmd, args, workers)
+            nxt, leaves = bufs.next.empty()
+            set_next(tensordict, nxt, True)
+            root = self._step_mdp(tensordict)
+        except BaseException:  # e.g. Ctrl-C: the answers cannot be waited for
+            self._restore_next(tensordict, previous)
+            pool.abandon(cmd)
+            self._failure = pool.failure
+            self.close()
+            raise
+        try:
+            flags = self._guarded(pool.finish, cmd, self._all_workers)
         except BaseException:
-            if pool.failure is not None:  # a worker died or hung, or Ctrl-C: the pool is gone
+            self._restore_next(tensordict, previous)  # the caller's data stays as it was
+            raise
+        bufs.next.fill(leaves)
+        if tensordict._tensordict.get("next") is not nxt:  # stored as a copy: store it again
+            set_next(tensordict, nxt, True)
+            root = self._step_mdp(tensordict)
+        if bufs.mask_keys:
+            self._publish_action_masks(bufs)
+        if any(flags):
+            self._merge_reset_rows(root, bufs, flags)
+        return tensordict, root
+
+    @staticmethod
+    def _restore_next(tensordict: TensorDict, previous: Any) -> None:
+        if previous is None:
+            tensordict._tensordict.pop("next", None)
+        else:
+            set_next(tensordict, previous, True)
+
+    def _guarded(self, call: Any, *args: Any) -> Any:
+        """``call(*args)`` on the pool; a failure that ended the pool closes this env."""
+        pool = self._pool
+        try:
+            return call(*args)
+        except BaseException:
+            if pool is not None and pool.failure is not None:
                 self._failure = pool.failure
                 self.close()
             raise

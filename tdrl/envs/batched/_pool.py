@@ -161,6 +161,16 @@ class WorkerPool:
             WorkerError: a worker raised (its env stays alive) or died (the pool shuts down).
             TimeoutError: a worker did not answer within ``step_timeout`` (the pool shuts down).
         """
+        self.begin(cmd, args, workers)
+        return self.finish(cmd, workers)
+
+    def begin(self, cmd: str, args: tuple, workers: Sequence[int]) -> None:
+        """The first half of ``run``: sends ``cmd`` to ``workers``. ``finish`` must follow (or
+        ``abandon``, when the caller cannot wait for the answers).
+
+        Raises:
+            WorkerError: a worker died (the pool shuts down).
+        """
         msg = _STEP_FRAMES.get(cmd) if args == _NO_MISSING else None
         if msg is None:
             msg = frame(encode_command(cmd, args))
@@ -171,12 +181,23 @@ class WorkerPool:
                     wires[w].send_frame(msg)
                 except OSError:
                     self._died(w, cmd)
+        except (KeyboardInterrupt, SystemExit):
+            self.abandon(cmd)
+            raise
+
+    def finish(self, cmd: str, workers: Sequence[int]) -> list[Any]:
+        """The second half of ``run``: the answers of ``workers`` to ``cmd``, in order."""
+        try:
             return self._collect(workers, cmd, self.step_timeout)
         except (KeyboardInterrupt, SystemExit):
-            # Replies may still be on their way: the pipes are out of step, stop the workers.
-            self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
-            self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+            self.abandon(cmd)
             raise
+
+    def abandon(self, cmd: str) -> None:
+        """Shuts the pool down while answers to ``cmd`` may still be on their way (Ctrl-C): the
+        pipes are out of step."""
+        self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
+        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
 
     def send(self, worker: int, cmd: str, args: tuple, *, share: bool = False) -> None:
         """Sends one command to one worker (per-worker arguments); ``gather`` the answers.

@@ -175,6 +175,16 @@ class TreeBuffer:
         """A new TensorDict holding fresh copies of every leaf (safe to keep across steps)."""
         return self._root.build(_clone_all(self.leaves), self._no_skip)
 
+    def empty(self) -> tuple[TensorDict, list[torch.Tensor]]:
+        """A new TensorDict of new, uninitialised tensors shaped like the leaves, and these
+        tensors in leaf order (``fill`` copies the buffer into them)."""
+        leaves = [torch.empty_like(t) for t in self.leaves]
+        return self._root.build(leaves, self._no_skip), leaves
+
+    def fill(self, leaves: list[torch.Tensor]) -> None:
+        """Copies every buffer leaf into ``leaves`` (from ``empty``)."""
+        _copy_all(leaves, self.leaves)
+
     def row(self, index: int) -> TreeBuffer:
         """The buffer of row ``index`` of the first batch dim (views of this buffer)."""
         return TreeBuffer(self.td[index], self.owner)
