@@ -45,7 +45,7 @@ torch.set_num_threads(1)
 
 N_ENVS = 4
 STEPS = 100
-ROUNDS = 8
+ROUNDS = 20
 
 
 def _make_cartpole() -> EnvBase:
