@@ -32,7 +32,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.func import functional_call
@@ -336,7 +336,12 @@ def tdrl_policy(algo: str, compiled: bool):
     policy = make_agent(algo, env, config).collect_policy
     td = env.reset()
     call = torch.compile(policy, **compile_kwargs("bench", {})) if compiled else policy
-    return lambda: call(td)
+
+    def act() -> TensorDictBase:
+        with torch.no_grad():  # as the collector calls it (the plain versions too)
+            return call(td)
+
+    return act
 
 
 def plain_policy(algo: str, compiled: bool):

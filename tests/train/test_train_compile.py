@@ -58,7 +58,9 @@ def test_compile_settings_read_the_table():
     assert compile_settings(load_config("sac")) is None  # not enabled: nothing compiled
     assert policy_compile(load_config("sac")) is None
     dqn = load_config("dqn", overrides=["compile.enabled=true"])
-    assert compile_settings(dqn) is not None and policy_compile(dqn) is None
+    assert policy_compile(dqn) == compile_settings(dqn)  # it pays for DQN's policy
+    td3 = load_config("td3", overrides=["compile.enabled=true"])
+    assert compile_settings(td3) is not None and policy_compile(td3) is None  # not for TD3's
 
 
 @pytest.mark.parametrize(
