@@ -51,6 +51,12 @@ class Collector(BaseCollector):
     memory. ``len(collector)`` is the number of batches, ``ceil(total_frames /
     frames_per_batch)`` (a ``TypeError`` without ``total_frames``).
 
+    As in TorchRL, the steps of a batch are kept by reference and copied into the batch memory
+    once the batch is complete: an env or a policy must return fresh tensors at every step (tdrl
+    envs and TensorDict modules do). One that writes into tensors it returned at an earlier step,
+    or a policy editing the entries it reads in place, changes the earlier steps of the batch
+    too (a step's ``"next"`` tensors are the next step's root tensors).
+
     The signature is TorchRL's. Arguments tdrl cannot honour are accepted at their defaults
     only and raise ``ValueError`` otherwise: ``backend``, ``backend_options``,
     ``num_collectors``, ``sync``, ``track_traj_ids``, ``reset_when_done``, ``interruptor``,
