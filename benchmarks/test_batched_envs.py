@@ -29,8 +29,11 @@ Every version runs ``STEPS`` steps of ``step_and_maybe_reset`` (done members res
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from collections.abc import Callable
+import statistics
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -303,12 +306,9 @@ def _plain_worker(conn, rows: range, shared: dict[str, torch.Tensor]) -> None:
         env.close()
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("impl", ["plain_parallel", "plain_parallel_2x2"])
-def test_batched_plain_mp(benchmark, impl):
-    pytest.importorskip("gymnasium")
-    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}"
-    per_proc = 1 if impl == "plain_parallel" else 2
+@contextlib.contextmanager
+def _plain_processes(per_proc: int) -> Iterator[Callable[[], None]]:
+    """The plain multiprocess loop (``per_proc`` envs per process) as a ``run`` function."""
     shared = _plain_output(shared=True)
     actions = _actions(_make_cartpole).numpy()
     ctx = multiprocessing.get_context("fork")
@@ -331,12 +331,61 @@ def test_batched_plain_mp(benchmark, impl):
                 c.recv_bytes()
 
     try:
-        _bench(benchmark, run)
+        yield run
     finally:
         for c in conns:
             c.send_bytes(b"q")
         for p in procs:
             p.join(10)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("impl", ["plain_parallel", "plain_parallel_2x2"])
+def test_batched_plain_mp(benchmark, impl):
+    pytest.importorskip("gymnasium")
+    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}"
+    with _plain_processes(1 if impl == "plain_parallel" else 2) as run:
+        _bench(benchmark, run)
+
+
+@pytest.mark.timeout(300)
+def test_batched_parallel_interleaved(benchmark, capsys):
+    """``ParallelEnv(4)`` and ``plain_parallel`` alternating round by round.
+
+    The two run in separate tests above, minutes apart on a shared machine: their ratio then
+    moves by +-0.1 between runs. Here a plain round runs before each timed tdrl round (the
+    ``setup`` of the round, timed by hand), so both see the same machine state; the ratios
+    (plain / tdrl, of the minima and of the medians) are printed and kept in ``extra_info``.
+    """
+    pytest.importorskip("gymnasium")
+    benchmark.group = f"batched gym CartPole-v1 x{N_ENVS}, interleaved with plain_parallel"
+    plain_times: list[float] = []
+    with (
+        ParallelEnv(N_ENVS, _make_cartpole, mp_start_method="fork") as env,
+        _plain_processes(1) as plain,
+    ):
+        tdrl = _run_batched(env, _actions(_make_cartpole))
+
+        def setup() -> None:
+            start = time.perf_counter()
+            plain()
+            plain_times.append(time.perf_counter() - start)
+
+        benchmark.pedantic(tdrl, setup=setup, rounds=2 * ROUNDS, iterations=1, warmup_rounds=1)
+    if benchmark.disabled or benchmark.stats is None:
+        return
+    stats = benchmark.stats.stats
+    plain_times = plain_times[1:]  # the warm-up round's
+    ratios = {
+        "ratio_min": min(plain_times) / stats.min,
+        "ratio_median": statistics.median(plain_times) / stats.median,
+    }
+    benchmark.extra_info.update(ratios)
+    with capsys.disabled():
+        print(
+            f"\nParallelEnv(4) vs plain_parallel, interleaved: plain/tdrl "
+            f"min {ratios['ratio_min']:.2f}, median {ratios['ratio_median']:.2f}"
+        )
 
 
 def test_plain_step_matches_serial_env():
