@@ -258,46 +258,10 @@ class WorkerPool:
         errors: list[tuple[int, RemoteError]] = []
         early: dict[int, tuple[bool, Any]] = {}  # answers of workers that ended after them
         deadline = time.monotonic() + timeout
-        waiter = self._waiter
-        assert waiter is not None
-        fds = self._fds
         for k, w in enumerate(workers):
             reply = early.pop(w, None) if early else None
-            poller = waiter.poller(w) if reply is None else None
-            if poller is not None:  # the usual case, in the fewest calls: w answers
-                ready = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
-                if len(ready) == 1 and ready[0][0] == fds[w]:
-                    reply = self._read(w, cmd)
-            while reply is None:
-                ready = waiter.wait_for(w, deadline - time.monotonic())
-                if not ready:
-                    if time.monotonic() >= deadline:
-                        # those whose answer is not waiting in their pipe
-                        late = [
-                            v
-                            for v in workers[k:]
-                            if v not in early and (v == w or not self._conns[v].poll(0))
-                        ]
-                        self._timed_out(late, cmd, timeout)
-                    continue
-                if fds[w] in ready:
-                    reply = self._read(w, cmd)
-                for fd in ready:
-                    d = self._sentinel_worker.get(fd)
-                    if d is None:
-                        continue
-                    if d in early or d in workers[:k] or (d == w and reply is not None):
-                        waiter.forget(fd)  # it answered this command: the answer stands
-                    elif d in workers[k:] and self._conns[d].poll(0):
-                        # it answered, then ended (e.g. a start-up error): the answer stands,
-                        # a later command finds it gone
-                        if d == w:
-                            reply = self._read(w, cmd)
-                        else:
-                            early[d] = self._read(d, cmd)
-                        waiter.forget(fd)
-                    else:
-                        self._died(d, cmd)
+            if reply is None:
+                reply = self._answer(workers, k, early, deadline, cmd, timeout)
             ok, value = reply
             if ok:
                 results[k] = value
@@ -306,6 +270,57 @@ class WorkerPool:
         if errors:
             self._raise_remote(errors, cmd)
         return results
+
+    def _answer(
+        self,
+        workers: Sequence[int],
+        k: int,
+        early: dict[int, tuple[bool, Any]],
+        deadline: float,
+        cmd: str,
+        timeout: float,
+    ) -> tuple[bool, Any]:
+        """The answer of ``workers[k]``; a process that ends meanwhile is a death, unless its
+        answer to this command is read or waiting in its pipe (then it goes to ``early``)."""
+        w, waiter = workers[k], self._waiter
+        fd = self._fds[w]
+        assert waiter is not None
+        poller = waiter.poller(w)
+        if poller is not None:  # the usual case, in the fewest calls: w answers
+            ready = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+            if len(ready) == 1 and ready[0][0] == fd:
+                return self._read(w, cmd)
+        while True:
+            ready = waiter.wait_for(w, deadline - time.monotonic())
+            if not ready:
+                if time.monotonic() >= deadline:  # those whose answer is not in their pipe
+                    pending = workers[k + 1 :]
+                    late = [w, *(v for v in pending if v not in early and not self._polled(v))]
+                    self._timed_out(late, cmd, timeout)
+                continue
+            reply = self._read(w, cmd) if fd in ready else None
+            for sentinel in ready:
+                d = self._sentinel_worker.get(sentinel)
+                if d is None:
+                    continue
+                if d in early or d in workers[:k] or (d == w and reply is not None):
+                    waiter.forget(sentinel)  # it answered this command: the answer stands
+                elif d in workers[k:] and self._polled(d):
+                    # it answered, then ended (e.g. a start-up error): the answer stands, a
+                    # later command finds it gone
+                    if d == w:
+                        reply = self._read(w, cmd)
+                    else:
+                        early[d] = self._read(d, cmd)
+                    waiter.forget(sentinel)
+                else:
+                    self._died(d, cmd)
+            if reply is not None:
+                return reply
+
+    def _polled(self, w: int) -> bool:
+        """Whether a message of worker ``w`` is waiting in its pipe."""
+        return bool(self._conns[w].poll(0))
 
     def _read(self, w: int, cmd: str) -> tuple[bool, Any]:
         wire = self._wires[w]
