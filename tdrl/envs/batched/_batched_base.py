@@ -90,8 +90,8 @@ def _as_creators(
 
 class _MaskFlags:
     """Whether any sub-env's action spec holds a mask: the bytes of the shared flags compared
-    with zeros through a memoryview (a tenth of the cost of ``tensor.any()``). Copies and
-    pickles start unbound (a view must not outlive the buffers it reads)."""
+    with zeros through a memoryview (~1 us where ``tensor.any()`` costs several inside a step
+    loop). Copies and pickles start unbound (a view must not outlive the buffers it reads)."""
 
     __slots__ = ("_view", "_zeros", "bufs")
 
@@ -228,7 +228,9 @@ class BatchedEnvBase(EnvBase):
     def _write_step_inputs(self, bufs: Buffers, tensordict: TensorDictBase) -> tuple[int, ...]:
         """Copies what the sub-envs' steps read into the input buffer; returns the missing
         leaves. When one the steps read is missing, every leaf is copied (the sub-envs go the
-        general way, which reads them all, and raise its error if it needs the missing one)."""
+        general way, which reads them all, and raise its error if it needs the missing one).
+        Leaves no step reads are neither copied nor checked (TorchRL's batched envs copy only
+        the env's input keys too)."""
         plan = self._input_plan
         if plan is not None:
             missing = bufs.inputs.write(tensordict, plan)
@@ -241,6 +243,12 @@ class BatchedEnvBase(EnvBase):
         if flags.bufs is not bufs:
             flags.bind(bufs)
         return flags.any()
+
+    def _release_buffers(self) -> None:
+        """Drops every reference to the buffers (closing: shared memory is freed with them)."""
+        self._buffers = None
+        self._mask_flags = _MaskFlags()
+        self._merge_masks.clear()
 
     def _publish_action_masks(self, bufs: Buffers) -> None:
         """Mirrors the sub-envs' action masks (e.g. from ActionMask) into the batched spec."""

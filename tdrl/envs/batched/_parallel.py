@@ -246,37 +246,48 @@ class ParallelEnv(BatchedEnvBase):
         # The base method, with the caller's outputs built while the workers step: the fresh
         # tensors of "next", the "next" entry and the next root exist before the answers, which
         # are then copied into them. The parent's own work overlaps the workers' instead of
-        # following it (the plain-TensorDict, cpu case; anything else takes the base method).
+        # following it (plain, unlocked TensorDicts on the cpu; anything else takes the base
+        # method). Whatever fails, the caller's "next" entry is put back as it was.
         pool = self._pool
         if (
             pool is None
             or type(tensordict) is not TensorDict
+            or tensordict.is_locked
             or (self.device is not None and self.device.type != "cpu")
         ):
             return super().step_and_maybe_reset(tensordict)
         self._check_actions(tensordict)
         bufs = self._ready_buffers()
         missing = self._write_step_inputs(bufs, tensordict)
-        cmd = "step_and_maybe_reset"
-        self._guarded(pool.begin, cmd, (missing,), self._all_workers)
-        previous = tensordict._tensordict.get("next")
+        store = tensordict._tensordict
+        previous = store.get("next")
+        cmd, pending = "step_and_maybe_reset", True  # pending: answers may be on their way
         try:
-            nxt, leaves = bufs.next.empty()
-            set_next(tensordict, nxt, True)
-            root = self._step_mdp(tensordict)
-        except BaseException:  # e.g. Ctrl-C: the answers cannot be waited for
-            self._restore_next(tensordict, previous)
-            pool.abandon(cmd)
-            self._failure = pool.failure
-            self.close()
-            raise
-        try:
-            flags = self._guarded(pool.finish, cmd, self._all_workers)
+            self._guarded(pool.begin, cmd, (missing,), self._all_workers)
+            try:
+                nxt, leaves = bufs.next.empty()
+                set_next(tensordict, nxt, True)
+                root = self._step_mdp(tensordict)
+            except Exception:
+                pending = False  # read the answers: the pipes stay in step, the env usable
+                self._guarded(pool.finish, cmd, self._all_workers)
+                raise
+            try:
+                flags = self._guarded(pool.finish, cmd, self._all_workers)
+            finally:
+                pending = False  # read, or the pool is gone (death, timeout, Ctrl-C)
+            bufs.next.fill(leaves)
         except BaseException:
-            self._restore_next(tensordict, previous)  # the caller's data stays as it was
+            if previous is None:
+                store.pop("next", None)
+            else:
+                store["next"] = previous
+            if pending and pool.failure is None:  # e.g. Ctrl-C while building the outputs
+                pool.abandon(cmd)
+                self._failure = pool.failure
+                self.close()
             raise
-        bufs.next.fill(leaves)
-        if tensordict._tensordict.get("next") is not nxt:  # stored as a copy: store it again
+        if store.get("next") is not nxt:  # stored as a copy (e.g. dim names): store it again
             set_next(tensordict, nxt, True)
             root = self._step_mdp(tensordict)
         if bufs.mask_keys:
@@ -284,13 +295,6 @@ class ParallelEnv(BatchedEnvBase):
         if any(flags):
             self._merge_reset_rows(root, bufs, flags)
         return tensordict, root
-
-    @staticmethod
-    def _restore_next(tensordict: TensorDict, previous: Any) -> None:
-        if previous is None:
-            tensordict._tensordict.pop("next", None)
-        else:
-            set_next(tensordict, previous, True)
 
     def _guarded(self, call: Any, *args: Any) -> Any:
         """``call(*args)`` on the pool; a failure that ended the pool closes this env."""
@@ -311,7 +315,7 @@ class ParallelEnv(BatchedEnvBase):
 
     def _close(self) -> None:
         pool, self._pool = self._pool, None
-        self._buffers = None
+        self._release_buffers()
         self._runners = []
         self._close_sub_envs()
         if pool is not None:

@@ -1,9 +1,10 @@
 """WorkerPool: starts, commands, watches and shuts down worker processes (of a ParallelEnv, of
 the multi-process collectors).
 
-Every wait is bounded: the parent blocks in ``poll`` on the command pipes and the process
-sentinels at once, so it wakes up as soon as a worker answers or dies, and gives up after the
-timeout. Pools still running at interpreter exit are shut down.
+Every wait is bounded: the parent blocks in ``poll`` on one worker's pipe (the answers are read
+one worker after the other) and on every process sentinel, so it wakes up as soon as that worker
+answers or any worker dies, and gives up after the timeout. Pools still running at interpreter
+exit are shut down.
 """
 
 from __future__ import annotations
@@ -20,25 +21,21 @@ from multiprocessing.context import BaseContext
 from typing import Any, NoReturn
 
 from tdrl.envs.batched._process import (
+    FRAMED_REPLIES,
     RemoteError,
     WorkerOptions,
     decode_reply,
     describe_exit,
     encode_command,
+    framed_command,
     worker_names,
 )
 from tdrl.envs.batched._waiter import Waiter
-from tdrl.envs.batched._wire import Wire, frame
+from tdrl.envs.batched._wire import Wire
 from tdrl.errors import WorkerError
 
 __all__ = ["WorkerPool"]
 
-# the framed bytes of the argument-free step commands (most of the traffic)
-_NO_MISSING = ((),)
-_STEP_FRAMES = {
-    cmd: frame(encode_command(cmd, _NO_MISSING)) for cmd in ("step", "step_and_maybe_reset")
-}
-_FRAMED_REPLIES = {frame(code): decode_reply(code) for code in (b"k", b"1", b"0")}
 _LIVE: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 _ATEXIT_LOCK = threading.Lock()
 _atexit_registered = False
@@ -161,8 +158,12 @@ class WorkerPool:
             WorkerError: a worker raised (its env stays alive) or died (the pool shuts down).
             TimeoutError: a worker did not answer within ``step_timeout`` (the pool shuts down).
         """
-        self.begin(cmd, args, workers)
-        return self.finish(cmd, workers)
+        try:
+            self._send_all(cmd, args, workers)
+            return self._collect(workers, cmd, self.step_timeout)
+        except (KeyboardInterrupt, SystemExit):
+            self.abandon(cmd)
+            raise
 
     def begin(self, cmd: str, args: tuple, workers: Sequence[int]) -> None:
         """The first half of ``run``: sends ``cmd`` to ``workers``. ``finish`` must follow (or
@@ -171,16 +172,8 @@ class WorkerPool:
         Raises:
             WorkerError: a worker died (the pool shuts down).
         """
-        msg = _STEP_FRAMES.get(cmd) if args == _NO_MISSING else None
-        if msg is None:
-            msg = frame(encode_command(cmd, args))
-        wires = self._wires
         try:
-            for w in workers:
-                try:
-                    wires[w].send_frame(msg)
-                except OSError:
-                    self._died(w, cmd)
+            self._send_all(cmd, args, workers)
         except (KeyboardInterrupt, SystemExit):
             self.abandon(cmd)
             raise
@@ -195,9 +188,27 @@ class WorkerPool:
 
     def abandon(self, cmd: str) -> None:
         """Shuts the pool down while answers to ``cmd`` may still be on their way (Ctrl-C): the
-        pipes are out of step."""
-        self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
+        pipes are out of step. Idempotent."""
+        if self.failure is None:
+            self.failure = f"interrupted while waiting for the workers to answer {cmd!r}"
         self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+
+    def _send_all(self, cmd: str, args: tuple, workers: Sequence[int]) -> None:
+        self._check_open(cmd)
+        msg = framed_command(cmd, args)
+        wires = self._wires
+        for w in workers:
+            try:
+                wires[w].send_frame(msg)
+            except OSError:
+                self._died(w, cmd)
+
+    def _check_open(self, cmd: str) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"{self.owner}.{cmd}: the worker pool is shut down (got a command after "
+                f"shutdown; expected none). Build a new {self.owner}."
+            )
 
     def send(self, worker: int, cmd: str, args: tuple, *, share: bool = False) -> None:
         """Sends one command to one worker (per-worker arguments); ``gather`` the answers.
@@ -207,6 +218,7 @@ class WorkerPool:
         Raises:
             WorkerError: the worker died (the pool shuts down).
         """
+        self._check_open(cmd)
         try:
             self._wires[worker].send(encode_command(cmd, args, share=share))
         except OSError:
@@ -240,10 +252,7 @@ class WorkerPool:
             for fd in ready:
                 w = slots.get(fd)
                 if w is not None:
-                    try:
-                        ok, value = decode_reply(self._wires[w].recv())
-                    except (EOFError, OSError):
-                        self._died(w, cmd)
+                    ok, value = self._read(w, cmd)
                     return w, ok, value
             # a pipe of a worker nobody waits for is readable: it can only have closed
             self._died(self._fd_worker[ready[0]], cmd)
@@ -323,15 +332,25 @@ class WorkerPool:
         return bool(self._conns[w].poll(0))
 
     def _read(self, w: int, cmd: str) -> tuple[bool, Any]:
+        """Reads (waiting for it if needed) one answer of worker ``w``."""
         wire = self._wires[w]
         try:
             if wire.fd < 0:
                 return decode_reply(wire.recv())
             data = os.read(wire.fd, 5)
-            reply = _FRAMED_REPLIES.get(data)  # a whole one-byte answer
+            reply = FRAMED_REPLIES.get(data)  # a whole one-byte answer
             return decode_reply(wire.finish(data)) if reply is None else reply
         except (EOFError, OSError):
             self._died(w, cmd)
+        except Exception as exc:  # an answer that cannot be read: the pipes are out of step
+            self.failure = f"worker {w} (pid {self._pids[w]}) sent an unreadable answer"
+            self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+            raise WorkerError(
+                f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) sent an answer that "
+                f"cannot be read (got {type(exc).__name__}: {exc}; expected a reply of the "
+                f"pool's protocol). The workers were shut down and the {self.owner} is closed: "
+                "build a new one."
+            ) from exc
 
     def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
         errors.sort(key=lambda e: e[0])

@@ -30,12 +30,14 @@ import torch
 from tdrl.envs.batched._wire import Wire, frame
 
 __all__ = [
+    "FRAMED_REPLIES",
     "CommandServer",
     "RemoteError",
     "WorkerOptions",
     "decode_reply",
     "describe_exit",
     "encode_command",
+    "framed_command",
     "run_worker",
     "worker_names",
 ]
@@ -112,7 +114,26 @@ def encode_command(cmd: str, args: tuple, *, share: bool = False) -> bytes:
     return _GENERIC + pickle.dumps((cmd, args), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+# The framed bytes (see ``_wire.frame``) of the one-byte messages that make most of the traffic:
+# the argument-free step commands, and the answers without a value or with a bool.
+_STEP_FRAMES = {name: frame(code) for code, (name, _) in _SHORT.items()}
 _REPLY_FRAMES = {None: frame(b"k"), True: frame(b"1"), False: frame(b"0")}
+FRAMED_REPLIES: dict[bytes, tuple[bool, Any]] = {f: (True, v) for v, f in _REPLY_FRAMES.items()}
+
+
+def framed_command(cmd: str, args: tuple) -> bytes:
+    """The framed bytes of a command (``encode_command`` then ``frame``; the step commands'
+    are built once).
+
+    Examples:
+        >>> framed_command("step", ((),)) == frame(encode_command("step", ((),)))
+        True
+    """
+    if len(args) == 1 and args[0] == ():
+        framed = _STEP_FRAMES.get(cmd)
+        if framed is not None:
+            return framed
+    return frame(encode_command(cmd, args))
 
 
 def _encode_result(value: Any) -> bytes:

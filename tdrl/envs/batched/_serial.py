@@ -146,4 +146,4 @@ class SerialEnv(BatchedEnvBase):
         for env in self._envs:
             env.close()
         self._runners = []
-        self._buffers = None
+        self._release_buffers()

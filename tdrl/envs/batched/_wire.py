@@ -5,7 +5,8 @@ big-endian length, then the payload; ``-1`` then an 8-byte length for payloads o
 either end may use the ``Connection`` methods or a ``Wire`` on the same pipe. A ``Wire`` writes a
 frame with one ``os.write`` and reads a one-byte message (the step commands and their replies)
 with one ``os.read``, where ``recv_bytes`` makes two reads and a few Python calls around each:
-at hundreds of messages per step of a batched env, that is a measurable share of the step.
+with one message each way per worker and step of a batched env, and every call several times
+slower inside a step loop than alone, that is a measurable share of the step.
 Pipes that are not plain file descriptors (Windows) go through the ``Connection`` methods.
 """
 

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tdrl.envs.batched import ParallelEnv
+from tdrl.envs.builtin import CartPoleEnv
 from tdrl.errors import WorkerError
 from tdrl.testing import CountingEnv, FailingEnv, NestedCountingEnv
 
@@ -176,10 +177,15 @@ def _torch_shm() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith("torch_")}
 
 
-def test_close_is_idempotent_and_leaves_nothing_behind():
+@pytest.mark.parametrize(
+    ("make", "kwargs"),
+    [(NestedCountingEnv, {"batch_size": (2,)}), (CartPoleEnv, {})],
+    ids=["nested", "discrete-actions"],  # the second reads the action-mask flags every step
+)
+def test_close_is_idempotent_and_leaves_nothing_behind(make, kwargs):
     gc.collect()
     shm_before, fds_before = _torch_shm(), len(os.listdir("/proc/self/fd"))
-    env = ParallelEnv(2, NestedCountingEnv, {"batch_size": (2,)}, mp_start_method="fork")
+    env = ParallelEnv(2, make, kwargs, mp_start_method="fork")
     env.rollout(3)
     pids = env.worker_pids
     env.close()
@@ -218,6 +224,7 @@ def test_del_and_context_manager_close_the_workers():
 _SCRIPT_HEAD = """
 import multiprocessing, sys, threading
 from tdrl.envs.batched import ParallelEnv
+from tdrl.envs.builtin import CartPoleEnv
 from tdrl.testing import CountingEnv
 
 class Hang(CountingEnv):
