@@ -343,14 +343,16 @@ class WorkerPool:
         except (EOFError, OSError):
             self._died(w, cmd)
         except Exception as exc:  # an answer that cannot be read: the pipes are out of step
-            self.failure = f"worker {w} (pid {self._pids[w]}) sent an unreadable answer"
-            self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
-            raise WorkerError(
-                f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) sent an answer that "
-                f"cannot be read (got {type(exc).__name__}: {exc}; expected a reply of the "
-                f"pool's protocol). The workers were shut down and the {self.owner} is closed: "
-                "build a new one."
-            ) from exc
+            self._fail(
+                f"worker {w} (pid {self._pids[w]}) sent an unreadable answer",
+                WorkerError(
+                    f"{self.owner}.{cmd}: worker {w} (pid {self._pids[w]}) sent an answer that "
+                    f"cannot be read (got {type(exc).__name__}: {exc}; expected a reply of "
+                    f"the pool's protocol). The workers were shut down and the {self.owner} is "
+                    "closed: build a new one."
+                ),
+                exc,
+            )
 
     def _raise_remote(self, errors: list[tuple[int, RemoteError]], cmd: str) -> NoReturn:
         errors.sort(key=lambda e: e[0])
@@ -377,25 +379,35 @@ class WorkerPool:
         proc, pid = self._procs[w], self._pids[w]
         proc.join(timeout=1.0)
         how = describe_exit(proc.exitcode)
-        self.failure = f"worker {w} (pid {pid}) died with {how}"
-        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
-        raise WorkerError(
-            f"{self.owner}.{cmd}: worker {w} (pid {pid}) died with {how} (expected it to "
-            f"answer). The other workers were shut down and the {self.owner} is closed: build "
-            "a new one."
+        self._fail(
+            f"worker {w} (pid {pid}) died with {how}",
+            WorkerError(
+                f"{self.owner}.{cmd}: worker {w} (pid {pid}) died with {how} (expected it to "
+                f"answer). The other workers were shut down and the {self.owner} is closed: "
+                "build a new one."
+            ),
         )
 
     def _timed_out(self, workers: Sequence[int], cmd: str, timeout: float) -> NoReturn:
         names = worker_names(workers, self.pids)
         for w in workers:
             self._procs[w].kill()
-        self.failure = f"{names} did not answer {cmd!r} within {timeout} s"
-        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
-        raise TimeoutError(
-            f"{self.owner}.{cmd}: {names} did not answer within {timeout} s (got no reply; "
-            f"expected one within the timeout). The hung worker(s) were killed and the "
-            f"{self.owner} is closed. {self.timeout_hint}"
+        self._fail(
+            f"{names} did not answer {cmd!r} within {timeout} s",
+            TimeoutError(
+                f"{self.owner}.{cmd}: {names} did not answer within {timeout} s (got no reply; "
+                f"expected one within the timeout). The hung worker(s) were killed and the "
+                f"{self.owner} is closed. {self.timeout_hint}"
+            ),
         )
+
+    def _fail(
+        self, failure: str, error: BaseException, cause: BaseException | None = None
+    ) -> NoReturn:
+        """Records ``failure``, shuts the pool down (briefly: something is wrong) and raises."""
+        self.failure = failure
+        self.shutdown(timeout=min(self.shutdown_timeout, 2.0))
+        raise error from cause
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self, timeout: float | None = None) -> None:

@@ -144,7 +144,8 @@ def test_hung_worker_times_out_and_is_killed():
     assert not any(_exists(p) for p in pids)
 
 
-def test_ctrl_c_while_waiting_closes_the_env():
+@pytest.mark.parametrize("method", ["step", "step_and_maybe_reset"])
+def test_ctrl_c_while_waiting_closes_the_env(method):
     entered = multiprocessing.get_context("fork").Event()
 
     class SignalThenHang(CountingEnv):
@@ -167,10 +168,11 @@ def test_ctrl_c_while_waiting_closes_the_env():
     try:
         threading.Thread(target=interrupt, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
-            env.step(td)
+            getattr(env, method)(td)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert env.is_closed and not any(_exists(p) for p in pids)
+    assert "next" not in td.keys()  # the caller's data is as it was
 
 
 def _torch_shm() -> set[str]:

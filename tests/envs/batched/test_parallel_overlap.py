@@ -4,10 +4,7 @@ results as the two-trip version, fresh outputs, and the caller's data untouched 
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
-import signal
-import threading
 
 import pytest
 import torch
@@ -88,37 +85,6 @@ def test_a_dead_worker_closes_the_env_and_keeps_the_callers_data():
     with pytest.raises(WorkerError, match="died with exit code 3"):
         env.step_and_maybe_reset(td)
     assert "next" not in td.keys() and env.is_closed
-
-
-def test_ctrl_c_during_the_overlapped_step_closes_the_env():
-    entered = multiprocessing.get_context("fork").Event()
-
-    class SignalThenHang(CountingEnv):
-        def _step(self, td):
-            self.steps = getattr(self, "steps", 0) + 1
-            if self.steps > 1:
-                entered.set()
-                threading.Event().wait()
-            return super()._step(td)
-
-    env = ParallelEnv(1, SignalThenHang, mp_start_method="fork", step_timeout=30)
-    _, td = env.step_and_maybe_reset(env.rand_action(env.reset()))  # the workers run
-    pids = env.worker_pids
-    main = threading.main_thread().ident
-
-    def interrupt():
-        if entered.wait(20):
-            signal.pthread_kill(main, signal.SIGINT)  # type: ignore[arg-type]
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        threading.Thread(target=interrupt, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            env.step_and_maybe_reset(env.rand_action(td))
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert env.is_closed and "next" not in td.keys()
-    assert not any(os.path.exists(f"/proc/{p}/stat") and _running(p) for p in pids)
 
 
 def _running(pid: int) -> bool:
