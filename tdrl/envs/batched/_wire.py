@@ -27,11 +27,19 @@ _MAX_SMALL = 0x7FFFFFFF
 def frame(payload: bytes) -> bytes:
     """``payload`` with its length header, ready for :meth:`Wire.send_frame`.
 
+    Payloads are never empty: a reader takes the header and one byte in one read, which must not
+    reach into the next message.
+
     Examples:
         >>> frame(b"m")
         b'\\x00\\x00\\x00\\x01m'
     """
     n = len(payload)
+    if n == 0:
+        raise ValueError(
+            "frame: the payload is empty (got 0 bytes; expected at least one). Every message "
+            "of the pool's protocol starts with a code byte."
+        )
     if n > _MAX_SMALL:
         return _SIZE.pack(-1) + _BIG_SIZE.pack(n) + payload
     return _SIZE.pack(n) + payload
@@ -60,10 +68,11 @@ class Wire:
 
     def send(self, payload: bytes) -> None:
         """Sends one message (raises ``OSError`` when the other end is gone)."""
+        data = frame(payload)  # refuses an empty payload on either path
         if self.fd < 0:
             self.conn.send_bytes(payload)
         else:
-            self.send_frame(frame(payload))
+            self.send_frame(data)
 
     def send_frame(self, data: bytes) -> None:
         """Sends a message already framed by :func:`frame`."""

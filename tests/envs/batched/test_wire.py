@@ -19,7 +19,7 @@ def pipe():
     b.close()
 
 
-@pytest.mark.parametrize("size", [0, 1, 5, 4095, 4096, 70_000, 1_000_000])
+@pytest.mark.parametrize("size", [1, 5, 4095, 4096, 70_000, 1_000_000])
 def test_wire_and_connection_read_each_others_frames(pipe, size):
     a, b = pipe
     payload = os.urandom(size)
@@ -67,6 +67,17 @@ def test_sending_to_a_closed_pipe_raises_oserror(pipe):
     b.close()
     with pytest.raises(OSError):
         Wire(a).send(b"s")
+
+
+def test_an_empty_message_is_refused(pipe):
+    # a reader takes the header and one byte at once: that byte must belong to the message
+    a, b = pipe
+    with pytest.raises(ValueError, match="payload is empty"):
+        Wire(a).send(b"")
+    b.send_bytes(b"k")
+    b.send_bytes(b"1")
+    wire = Wire(a)
+    assert [wire.recv(), wire.recv()] == [b"k", b"1"]  # queued messages are read apart
 
 
 def test_frame_matches_the_connection_format():
