@@ -23,21 +23,6 @@ from tensordict import TensorDict, TensorDictBase
 
 __all__ = ["PackedBatch", "pack", "unpack"]
 
-# dtypes whose tensors share memory with a numpy array (torch.Tensor.numpy works)
-_NUMPY_DTYPES = {
-    torch.bool,
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.float16,
-    torch.float32,
-    torch.float64,
-    torch.complex64,
-    torch.complex128,
-}
-
 
 @dataclass
 class PackedBatch:
@@ -62,12 +47,14 @@ def pack(batch: Any) -> Any:
         return batch
     keys, arrays = [], []
     for key, leaf in batch.items(True, True):
-        if type(leaf) is not torch.Tensor or leaf.device.type != "cpu":
+        if type(leaf) is not torch.Tensor or leaf.device.type != "cpu" or leaf.requires_grad:
             return batch
-        if leaf.dtype not in _NUMPY_DTYPES or leaf.requires_grad:
+        try:
+            array = leaf.numpy()  # shares the leaf's memory
+        except TypeError:  # a dtype numpy lacks (bfloat16, float8, ...)
             return batch
         keys.append(key)
-        arrays.append(leaf.numpy())
+        arrays.append(array)
     return PackedBatch(keys, arrays, tuple(batch.batch_size))
 
 

@@ -63,6 +63,17 @@ def _replay(actions: list[torch.Tensor]):
     return lambda td: td.set("action", next(it).clone())
 
 
+def _replay_changing(actions: list[torch.Tensor], change):
+    """A policy factory: each policy replays ``actions`` and calls ``change(td, step)`` first."""
+
+    def policy():
+        count = iter(range(10**6))
+        replay = _replay(actions)
+        return lambda td: replay(change(td, next(count)))
+
+    return policy
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("steps", [2, 33, 34, 64, 96, 97, 200])
 @pytest.mark.parametrize("stop", [False, True])
@@ -124,17 +135,10 @@ def test_a_policy_that_changes_what_it_writes_mid_run_falls_back(monkeypatch, st
     fast, slow = _pair("pendulum")
     actions = _actions(fast, 80)
 
-    def policy():
-        count = iter(range(10**6))
-        replay = _replay(actions)
+    def copy_from_50(td, step):
+        return td.set("observation", td.get("observation") * 1.0) if step >= 50 else td
 
-        def act(td):
-            td = replay(td)
-            if next(count) >= 50:
-                td.set("observation", td.get("observation") * 1.0)
-            return td
-
-        return act
+    policy = _replay_changing(actions, copy_from_50)
 
     a = fast.rollout(80, policy(), break_when_any_done=stop)
     b = slow.rollout(80, policy(), break_when_any_done=stop)
@@ -309,15 +313,9 @@ def test_other_outputs_that_change_shape_fall_back(monkeypatch):
     fast, slow = _pair("pendulum")
     actions = _actions(fast, 80)
 
-    def policy():
-        count = iter(range(10**6))
-        replay = _replay(actions)
-
-        def act(td):
-            size = 1 if next(count) < 40 else 2
-            return replay(td.set("extra", torch.zeros(size)))
-
-        return act
+    policy = _replay_changing(
+        actions, lambda td, step: td.set("extra", torch.zeros(1 if step < 40 else 2))
+    )
 
     with pytest.raises(RuntimeError):  # the general loop cannot stack them either
         slow.rollout(80, policy(), break_when_any_done=False)

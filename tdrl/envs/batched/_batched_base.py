@@ -252,6 +252,8 @@ class BatchedEnvBase(EnvBase):
 
     def _publish_action_masks(self, bufs: Buffers) -> None:
         """Mirrors the sub-envs' action masks (e.g. from ActionMask) into the batched spec."""
+        if not bufs.mask_keys:
+            return  # no discrete actions
         if not self._masks_published and not self._any_mask_active(bufs):
             return  # the usual case: discrete actions without masks
         active = bufs.mask_active.any(0).tolist()
@@ -269,8 +271,7 @@ class BatchedEnvBase(EnvBase):
         bufs = self._ready_buffers()
         missing = self._write_step_inputs(bufs, tensordict)
         self._dispatch("step", (missing,), self._all_workers)
-        if bufs.mask_keys:
-            self._publish_action_masks(bufs)
+        self._publish_action_masks(bufs)
         return self._output(bufs.next)
 
     def _output(self, buf: TreeBuffer) -> TensorDictBase:
@@ -281,8 +282,7 @@ class BatchedEnvBase(EnvBase):
         bufs = self._ready_buffers()
         if tensordict is None:
             self._dispatch("reset", (None, ()), self._all_workers)
-            if bufs.mask_keys:
-                self._publish_action_masks(bufs)
+            self._publish_action_masks(bufs)
             return self._output(bufs.root)
         masks = self._reset_plan.masks(tensordict)
         if masks is None:
@@ -306,8 +306,7 @@ class BatchedEnvBase(EnvBase):
         if workers:
             missing = bufs.inputs.write(tensordict)
             self._dispatch("reset", (tuple(groups), missing), workers)
-            if bufs.mask_keys:
-                self._publish_action_masks(bufs)
+            self._publish_action_masks(bufs)
         return self._output(bufs.root)
 
     def _set_seed(self, seed: int | None) -> None:
@@ -357,8 +356,7 @@ class BatchedEnvBase(EnvBase):
         bufs = self._ready_buffers()
         missing = self._write_step_inputs(bufs, tensordict)
         flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
-        if bufs.mask_keys:
-            self._publish_action_masks(bufs)
+        self._publish_action_masks(bufs)
         set_next(tensordict, self._output(bufs.next), type(tensordict) is TensorDict)
         root = self._step_mdp(tensordict)
         if any(flags):

@@ -290,8 +290,7 @@ class ParallelEnv(BatchedEnvBase):
         if store.get("next") is not nxt:  # stored as a copy (e.g. dim names): store it again
             set_next(tensordict, nxt, True)
             root = self._step_mdp(tensordict)
-        if bufs.mask_keys:
-            self._publish_action_masks(bufs)
+        self._publish_action_masks(bufs)
         if any(flags):
             self._merge_reset_rows(root, bufs, flags)
         return tensordict, root

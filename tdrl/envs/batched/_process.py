@@ -248,8 +248,9 @@ def serve(conn: Any, server: CommandServer) -> None:
             short = _SHORT.get(code)
             cmd, args = short if short is not None else pickle.loads(msg[1:])
             value = getattr(server, cmd)(*args)
-            reply = short_replies.get(value) if value is None or type(value) is bool else None
-            if reply is None:
+            if value is None or type(value) is bool:
+                reply = short_replies[value]
+            else:
                 reply = frame(_encode_result(value))
         except Exception as exc:
             reply = frame(_encode_error(exc))

@@ -21,7 +21,8 @@ def worker_main(
     """Entry point of worker ``index``: build the env, report its specs, serve commands.
 
     The first message sent is the env's :class:`EnvMeta` with the input leaves its steps read
-    (``EnvRunner.writer_reads``), or the error that prevented building it. ``SIGINT`` is ignored: the parent handles Ctrl-C and closes the workers.
+    (``EnvRunner.writer_reads``), or the error that prevented building it. ``SIGINT`` is
+    ignored: the parent handles Ctrl-C and closes the workers.
     """
 
     def build() -> tuple[EnvRunner, tuple[EnvMeta, frozenset[int] | None]]:
