@@ -189,3 +189,47 @@ def test_a_list_of_keys_and_a_nested_key_spelled_alike_keep_their_own_plans():
     second = step_mdp(td, reward_keys=("list", "reward"), keep_other=False)
     assert "reward" not in first.keys() and ("list", "reward") in first.keys(True)
     assert "reward" in second.keys() and ("list", "reward") not in second.keys(True)
+
+
+def _with_next_actions(batch=(2,)):
+    td = _flat(batch)
+    td["next", "action"] = torch.full((*batch, 1), 5.0)  # e.g. written by a policy or transform
+    td["agents", "action"] = torch.ones(*batch, 1)
+    td["next", "agents", "action"] = torch.full((*batch, 1), 5.0)
+    return td
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_exclude_action_drops_the_actions_under_next_too(batch):
+    # TorchRL: the excluded keys are dropped from the root and from "next"
+    keys = ["action", ("agents", "action")]
+    for out in (
+        step_mdp(_with_next_actions(batch), action_keys=keys),
+        step_mdp(_with_next_actions(batch), action_keys=keys, keep_other=False),
+        StepMDP(action_keys=keys)(_with_next_actions(batch)),
+    ):
+        assert "action" not in out.keys()
+        assert ("agents", "action") not in out.keys(True, True)
+        assert "obs" in out.keys()
+    out = step_mdp(_with_next_actions(batch))  # only the named keys are excluded
+    assert "action" not in out.keys() and out["agents", "action"].eq(5).all()
+
+
+def test_env_plan_drops_actions_written_under_next():
+    env = NestedCountingEnv(batch_size=(2,))
+    td = env.rand_step()
+    for key in env.action_keys:
+        path = ("next", key) if isinstance(key, str) else ("next", *key)
+        td[path] = torch.zeros_like(td[key])
+    out = env.step_mdp(td)
+    assert not set(env.action_keys) & set(out.keys(True, True))
+
+
+def test_a_kept_action_under_next_wins_over_the_root_one():
+    # TorchRL copies the root entries first, then the "next" ones over them
+    td = _with_next_actions()
+    for out in (
+        step_mdp(td, keep_other=False, exclude_action=False),
+        step_mdp(td, exclude_action=False),
+    ):
+        assert out["action"].eq(5).all()

@@ -85,10 +85,10 @@ class StepMDP:
     Args:
         reward_keys: reward leaves (dropped from the next root when ``exclude_reward``).
         done_keys: done leaves (dropped when ``exclude_done``).
-        action_keys: action leaves (dropped from the root when ``exclude_action``).
+        action_keys: action leaves (dropped when ``exclude_action``).
         keep_other: carry root entries that ``"next"`` lacks (policy outputs, hidden states).
         exclude_reward: drop the rewards. exclude_done: drop the done leaves.
-        exclude_action: drop the actions.
+        exclude_action: drop the actions (at the root and under ``"next"``).
 
     Examples:
         >>> import torch
@@ -113,16 +113,19 @@ class StepMDP:
         exclude_done: bool = False,
         exclude_action: bool = True,
     ) -> None:
+        # As in TorchRL, an excluded key is dropped wherever it is: at the root and under
+        # "next" (an action a policy or a transform wrote under "next" is not carried either).
         next_drop: list[NestedKey] = []
         if exclude_reward:
             next_drop += list(reward_keys)
         if exclude_done:
             next_drop += list(done_keys)
-        root_drop: list[NestedKey] = ["next", *next_drop]
         if exclude_action:
-            root_drop += list(action_keys)
+            next_drop += list(action_keys)
+        root_drop: list[NestedKey] = ["next", *next_drop]
         self.keep_other = keep_other
-        # without keep_other, kept actions are still carried (TorchRL)
+        # without keep_other, kept actions are still carried (TorchRL), unless "next" holds
+        # them (TorchRL copies the root first and "next" over it)
         self._carried_actions = [] if keep_other or exclude_action else list(action_keys)
         self._next_tree = _build_tree(next_drop)
         self._root_tree = _build_tree(root_drop)
@@ -154,7 +157,7 @@ class StepMDP:
                 _fill_missing(out, tensordict, self._root_tree)
         for key in self._carried_actions:
             action = tensordict.get(key, None)
-            if action is not None:
+            if action is not None and out.get(key, None) is None:
                 out.set(key, action)
         if next_tensordict is not None:
             next_tensordict.update(out)
@@ -270,8 +273,10 @@ def step_mdp(
 
     The result holds every entry of ``"next"`` except the ``reward_keys`` (unless
     ``exclude_reward=False``) and the ``done_keys`` (only with ``exclude_done=True``) and, with
-    ``keep_other``, the root entries that ``"next"`` lacks except the ``action_keys`` (unless
-    ``exclude_action=False``, in which case the actions are kept even without ``keep_other``).
+    ``keep_other``, the root entries that ``"next"`` lacks. The ``action_keys`` are dropped from
+    both (an action written under ``"next"`` is not carried either) unless
+    ``exclude_action=False``, in which case the actions are kept even without ``keep_other``
+    (an action under ``"next"`` wins over the root one, as in TorchRL).
     Only the keys named are excluded: with the default ``done_keys="done"``,
     ``exclude_done=True`` drops ``"done"`` and keeps ``"terminated"``/``"truncated"``. The input
     is never modified. This free function builds its key plan at each call; envs keep a
