@@ -157,6 +157,25 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         self._prefetcher: Prefetcher | None = None
         self._last_ran_out = False
 
+    # -- pickling -------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The buffer without its lock and prefetch thread (a copy starts its own on demand).
+
+        A pickled (or ``copy.deepcopy``-ed) buffer is an independent copy: its storage, sampler,
+        writer and generator continue from the state they had, and sample what the original
+        samples from the same state.
+        """
+        with self._lock:
+            state = dict(self.__dict__)
+        state.pop("_lock")
+        state["_prefetcher"] = None  # prefetched batches are dropped: the copy samples anew
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     # -- accessors ------------------------------------------------------------------------------
 
     @property

@@ -95,9 +95,33 @@ class LazyMemmapStorage(TensorStorage):
         # are given to the finalizer, which removes what is left when the storage is collected.
         self._files: list[str] = []
         self._new_files: list[str] = []
+        self._track_files()
+
+    def _track_files(self) -> None:
         if self.auto_cleanup:
             weakref.finalize(self, _remove_files, self._files)
             weakref.finalize(self, _remove_files, self._new_files)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (pickle, copy.deepcopy) gets files of its own: the original's files stay the
+        # original's (its finalizer removes them; two storages writing one file would share
+        # data silently). The buffers travel as plain tensors and are written into new files.
+        state = super().__getstate__()
+        for own in ("_files", "_new_files", "_id", "_generation"):
+            state.pop(own)
+        if self._scratch_arg is None:
+            state["_scratch"] = None  # a new temporary folder, removed with the copy
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._id, self._generation = uuid.uuid4().hex[:8], 0
+        self._files, self._new_files = [], []
+        self.__dict__.update(state)
+        self._track_files()
+        super().__setstate__(state)
+
+    def _arrival_needs_memory(self, bufs: list[torch.Tensor]) -> bool:
+        return True  # the unpickled buffers live in memory: move them into files
 
     @property
     def scratch_dir(self) -> str | None:

@@ -72,11 +72,28 @@ class SegmentTree:
         self.fill = 0.0 if reduce == "sum" else math.inf
         self.sizes = _level_sizes(capacity, fanout, top_size)
         self.data = torch.full((sum(self.sizes),), self.fill, dtype=torch.float64)
+        self._link_levels()
+
+    def _link_levels(self) -> None:
+        # Every level is a view of ``data`` (what checkpoints store): updates through a level
+        # must reach it.
         self.levels = list(torch.split(self.data, self.sizes))
         self.leaves = self.levels[0]
         # (exclusive and inclusive cumsums of the top level, total), kept until the next change:
         # consecutive samples without priority updates skip the top-level scan.
         self._top: tuple[torch.Tensor | None, torch.Tensor | None, float] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickle copies each tensor on its own: the levels would stop being views of ``data``
+        # in the copy. Only ``data`` travels; the views are rebuilt on arrival.
+        state = dict(self.__dict__)
+        for derived in ("levels", "leaves", "_top"):
+            state.pop(derived, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._link_levels()
 
     def _block_reduce(self, blocks: torch.Tensor) -> torch.Tensor:
         return blocks.sum(1) if self.reduce == "sum" else blocks.amin(1)

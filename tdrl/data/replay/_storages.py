@@ -264,6 +264,17 @@ class ListStorage(Storage):
         self._structure: Structure | None = None
         self._signature: tuple[Any, ...] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The elements of tensor data are views of the batches they came from, and pickle sends
+        # a view's whole buffer: each element is sent as a compact copy instead.
+        state = dict(self.__dict__)
+        if self._structure is not None:
+            state["_items"] = [
+                item if item is None else tuple(leaf.clone() for leaf in item)
+                for item in self._items
+            ]
+        return state
+
     def _fail(self, what: str, got: Any, expected: Any, fix: str) -> ValueError:
         return ValueError(f"ListStorage.extend: {what} (got {got}; expected {expected}). {fix}.")
 

@@ -164,6 +164,41 @@ class TensorStorage(Storage):
         self._set_layout(structure, list(leaves), (), devices.pop())
         self._filled = self._slots
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The flat views and the cached write views alias ``_bufs``; pickle would copy each
+        # tensor on its own and the copy's views would no longer reach its buffers. Only the
+        # buffers travel; the views are rebuilt on arrival (``copy.deepcopy`` goes the same way).
+        state = dict(self.__dict__)
+        state["_flat"], state["_views"] = [], {}
+        if self._bufs and self._filled < self._slots:
+            # Only the written rows are worth sending (a slice would pickle its whole buffer).
+            state["_bufs"] = [buf[: self._filled].clone() for buf in self._bufs]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        bufs = self._bufs
+        if self._structure is not None and bufs and self._arrival_needs_memory(bufs):
+            full = [
+                self._allocate(i, path, (self._slots, *buf.shape[1:]), buf.dtype, buf.device)
+                for i, (path, buf) in enumerate(zip(self._structure.paths, bufs))
+            ]
+            for dest, buf in zip(full, bufs):
+                dest[: buf.shape[0]].copy_(buf)
+            self._set_layout(self._structure, full, self._env_shape, bufs[0].device)
+        else:
+            self._link_views()
+
+    def _arrival_needs_memory(self, bufs: list[torch.Tensor]) -> bool:
+        """Whether unpickled buffers must be copied into freshly allocated ones (they hold only
+        the written rows)."""
+        return bufs[0].shape[0] != self._slots
+
+    def _link_views(self) -> None:
+        n = self._slots * self._env_numel
+        self._flat = [buf.view(n, *buf.shape[self.ndim :]) for buf in self._bufs]
+        self._views = {}
+
     @property
     def slots(self) -> int:
         return self._slots
@@ -358,10 +393,8 @@ class TensorStorage(Storage):
         self._env_numel = math.prod(env_shape)
         self._slots = bufs[0].shape[0] if bufs else self.max_size
         self._device = device
-        n = self._slots * self._env_numel
-        self._flat = [buf.view(n, *buf.shape[self.ndim :]) for buf in bufs]
+        self._link_views()
         self._leaf_specs = [(buf.shape[self.ndim :], buf.dtype) for buf in bufs]
-        self._views.clear()
 
     # -- hot paths ------------------------------------------------------------------------------
 
