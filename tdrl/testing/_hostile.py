@@ -263,6 +263,9 @@ def buffer_cases(root: Path) -> list[HostileCase]:
     if "sampler/perm.memmap" in files:
         cases.append(HostileCase("perm:out-of-range", _fill_int64("sampler/perm.memmap", 10**9)))
         cases.append(HostileCase("perm:negative", _fill_int64("sampler/perm.memmap", -5)))
+        # In range but not a permutation: loads, then samples some elements twice, some never.
+        cases.append(HostileCase("perm:zeros", _fill_int64("sampler/perm.memmap", 0)))
+        cases.append(HostileCase("perm:repeated", _repeat_first_int64("sampler/perm.memmap")))
         cases.append(
             HostileCase("pos:huge", _set_entry("sampler/meta.json", "pos", "value", 10**9))
         )
@@ -289,6 +292,17 @@ def _fill_int64(file: str, value: int) -> Mutation:
     def mutate(root: Path, outside: Path) -> None:
         size = (root / file).stat().st_size
         (root / file).write_bytes(struct.pack("<q", value) * (size // 8))
+
+    return mutate
+
+
+def _repeat_first_int64(file: str) -> Mutation:
+    """Writes the first int64 of ``file`` over its second one."""
+
+    def mutate(root: Path, outside: Path) -> None:
+        raw = bytearray((root / file).read_bytes())
+        raw[8:16] = raw[:8]
+        (root / file).write_bytes(bytes(raw))
 
     return mutate
 

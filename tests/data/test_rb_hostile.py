@@ -135,7 +135,9 @@ def test_the_seeded_problems_are_refused(tmp_path):
     must_refuse = {
         "uninitialized-with-len": "holds nothing yet records data",
         "len:huge": "disagree on the number of elements",
-        "perm:out-of-range": "permutation points outside",
+        "perm:out-of-range": "not a permutation",
+        "perm:zeros": "not a permutation",
+        "perm:repeated": "not a permutation",
         "deep-json:meta.json": "nested too deep",
         "symlink:tensor": "symbolic link",
         "symlink:folder": "symbolic link",

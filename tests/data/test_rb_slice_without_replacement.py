@@ -210,8 +210,11 @@ def test_state_dict_round_trip_and_refusals():
     assert torch.equal(other.state_dict()["perm"], state["perm"])
     assert other.state_dict()["epoch_key"] == state["epoch_key"]
     bad = {**state, "perm": torch.full_like(state["perm"], 99)}
-    with pytest.raises(CheckpointError, match="permutation points outside"):
+    with pytest.raises(CheckpointError, match="not a permutation"):
         other.load_state_dict(bad)
+    longer = {**state, "perm": torch.arange(state["perm"].numel() + 3)}
+    with pytest.raises(CheckpointError, match="permutation points outside"):
+        other.load_state_dict(longer)
     with pytest.raises(CheckpointError, match="invalid epoch key"):
         other.load_state_dict({**state, "epoch_key": "x"})
     wrong = _buffer(

@@ -178,14 +178,22 @@ class SamplerWithoutReplacement(Sampler):
                 "its length). The checkpoint is corrupted; dump again."
             )
         assert isinstance(perm, torch.Tensor) and isinstance(pos, int)
+        if not torch.equal(torch.sort(perm).values, torch.arange(perm.numel())):
+            # Zeros, repeats or gaps would visit some elements twice and others never.
+            raise CheckpointError(
+                "SamplerWithoutReplacement.load_state_dict: the epoch order is not a "
+                f"permutation (got {perm.numel()} indices, {perm.unique().numel()} distinct, in "
+                f"[{int(perm.min())}, {int(perm.max())}]; expected each of 0..{perm.numel() - 1} "
+                "once). The checkpoint is corrupted; dump again."
+            )
         self._perm, self._pos = perm.clone(), pos
         self._ran_out = bool(state.get("ran_out", False))
 
     def check_fits(self, length: int, slots: int, where: str) -> None:
-        rest = self._perm[self._pos :]
-        if rest.numel() and not (0 <= int(rest.min()) and int(rest.max()) < length):
+        # An epoch permutes the elements stored when it began, never more than are stored now.
+        if self._perm.numel() > length:
             raise CheckpointError(
-                f"{where}: the sampler's epoch permutation points outside the storage (got indices "
-                f"in [{int(rest.min())}, {int(rest.max())}]; expected indices in [0, {length})). "
+                f"{where}: the sampler's epoch permutation points outside the storage (got "
+                f"indices in [0, {self._perm.numel() - 1}]; expected indices in [0, {length})). "
                 "The checkpoint is corrupted; dump again."
             )
