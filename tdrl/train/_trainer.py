@@ -18,6 +18,7 @@ from tdrl.train._checkpoint import load_latest, report_to_stderr, save_checkpoin
 from tdrl.train._compile import compile_settings, policy_compile
 from tdrl.train._eval import EpisodeTracker, evaluate
 from tdrl.train._logging import (
+    EvalVideo,
     RunLogger,
     now,
     plot_learning_curve,
@@ -39,7 +40,11 @@ class Trainer:
         config: the run config (a preset merged with overrides).
         out_dir: the run directory (created).
         quiet: no progress bar.
-        tensorboard: also log to TensorBoard.
+        tensorboard: also log to TensorBoard (same as ``logger="tensorboard"``).
+        logger: also log through a :mod:`tdrl.record` logger in the run directory:
+            ``"csv"``, ``"tensorboard"``, ``"wandb"`` or ``"mlflow"`` (``tdrl train --logger``).
+        video: film one evaluation episode per evaluation through the logger (``tdrl train
+            --video``; the csv logger when none is given).
         resume: continue from the newest complete checkpoint of ``out_dir``.
         ray: collect with Ray actors (a ``RaySettings``; ``tdrl train --ray``).
     """
@@ -51,6 +56,8 @@ class Trainer:
         *,
         quiet: bool = False,
         tensorboard: bool = False,
+        logger: str | None = None,
+        video: bool = False,
         resume: bool = False,
         ray: Any = None,
     ) -> None:
@@ -67,6 +74,8 @@ class Trainer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.quiet = quiet
         self.tensorboard = tensorboard or bool(config.get("logging", {}).get("tensorboard"))
+        self.logger_type = logger or config.get("logging", {}).get("logger")
+        self.eval_video = EvalVideo.from_config(config) if video else None
         self.resume = resume
         seed = int(config.get("seed", 0))
         # Small networks on a few cores: intra-op threads fight each other (DESIGN.md section 3).
@@ -145,6 +154,10 @@ class Trainer:
             quiet=self.quiet,
             tensorboard=self.tensorboard,
             start_frames=self.frames,
+            backend=self.logger_type,
+            video=self.eval_video,
+            policy=self.policy,
+            config=self.config,
         )
         self._t0 = now() - self.elapsed
         try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tdrl.errors import CheckpointError
 from tdrl.train._config import PRESETS, load_config
+from tdrl.train._logging import LOGGERS
 
 __all__ = ["build_parser", "main"]
 
@@ -71,7 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--device", help="device for envs and networks (default: cpu)")
     train.add_argument("--quiet", action="store_true", help="no progress bar (for logs)")
-    train.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard")
+    train.add_argument(
+        "--tensorboard", action="store_true", help="also log to TensorBoard (--logger tensorboard)"
+    )
+    train.add_argument(
+        "--logger",
+        choices=LOGGERS,
+        help="also log to an experiment logger in the run directory: csv (scalars/, videos/), "
+        "tensorboard (tb/), wandb (wandb/; WANDB_MODE=offline keeps it local) or mlflow "
+        "(mlruns/); needs `pip install tdrl[record]`",
+    )
+    train.add_argument(
+        "--video",
+        action="store_true",
+        help="film one deterministic episode at each evaluation and at the end, through the "
+        "logger (csv when none is given); the env must render (gym:<id> envs do)",
+    )
     train.add_argument(
         "--compile",
         action="store_true",
@@ -179,6 +195,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         out,
         quiet=args.quiet,
         tensorboard=args.tensorboard,
+        logger=args.logger,
+        video=args.video,
         resume=bool(args.resume),
         ray=_ray_settings(args),
     )
