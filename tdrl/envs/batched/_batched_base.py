@@ -336,6 +336,56 @@ class BatchedEnvBase(EnvBase):
             seed = self._dispatch("set_seed", (seed, static_seed), (w,))[0]
         return seed
 
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """The sub-envs' state dicts (e.g. their transforms' statistics), keyed ``"worker<i>"``.
+
+        TorchRL's layout: ``{"worker0": sub_env_0.state_dict(), ...}``; a sub-env without
+        state (no ``state_dict``) gives ``{}``. The tensors are copies.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> from tdrl.envs.batched import SerialEnv
+            >>> SerialEnv(2, CountingEnv).state_dict()
+            {'worker0': {}, 'worker1': {}}
+        """
+        self._ready_buffers()
+        states = self._dispatch("state_dict", (), self._all_workers)
+        return {f"worker{i}": state for i, state in enumerate(states)}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """Loads per-worker state dicts (``state_dict()``'s layout) into the sub-envs.
+
+        As in TorchRL, a dict without a ``"worker0"`` entry is one sub-env's state, loaded into
+        every sub-env.
+
+        Raises:
+            KeyError: a ``"worker<i>"`` entry is missing.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> from tdrl.envs.batched import SerialEnv
+            >>> env = SerialEnv(2, CountingEnv)
+            >>> env.load_state_dict(env.state_dict())
+        """
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"{name}.load_state_dict: expected a mapping (got {type(state_dict).__name__}). "
+                "Pass what state_dict() returned."
+            )
+        per_worker = "worker0" in state_dict
+        for i in self._all_workers:
+            if per_worker and f"worker{i}" not in state_dict:
+                raise KeyError(
+                    f"{name}.load_state_dict: no entry for worker {i} (got keys "
+                    f"{sorted(state_dict)}; expected 'worker0'...'worker{self.num_workers - 1}'). "
+                    "Pass what state_dict() returned, or one sub-env's state for all."
+                )
+        self._ready_buffers()
+        for i in self._all_workers:
+            state = state_dict[f"worker{i}"] if per_worker else state_dict
+            self._dispatch("load_state_dict", (dict(state), strict), (i,))
+
     def step_and_maybe_reset(
         self, tensordict: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:

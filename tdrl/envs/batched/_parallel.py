@@ -48,7 +48,12 @@ class ParallelEnv(BatchedEnvBase):
     ``close()`` is idempotent, waits at most ``shutdown_timeout`` seconds for the workers to close
     their envs, then kills the stragglers; it also runs from ``__del__``, from ``with`` blocks and
     at interpreter exit. Shared memory uses torch's default strategy (file descriptors on Linux:
-    nothing stays in ``/dev/shm``).
+    nothing stays in ``/dev/shm``). As in TorchRL, a closed env starts new workers on its next
+    ``reset``, ``step``, ``step_and_maybe_reset``, ``set_seed``, ``rollout``, ``state_dict`` or
+    ``load_state_dict``: they build new sub-envs, so seeds and the sub-envs' state do not carry
+    over (call ``set_seed`` again). After a failure (above) the next call raises
+    ``RuntimeError`` naming it instead; ``close()`` acknowledges it, and the call after that
+    starts new workers.
 
     Args:
         num_workers: number of worker processes (one sub-env each).
@@ -190,11 +195,7 @@ class ParallelEnv(BatchedEnvBase):
         if self._pool is not None or self._runners:
             return self._buffers  # type: ignore[return-value]
         if self.is_closed:
-            reason = f" after a failure: {self._failure}" if self._failure else ""
-            raise RuntimeError(
-                f"ParallelEnv: the env is closed{reason} (got a call after close; expected "
-                "none). Build a new ParallelEnv."
-            )
+            self._reopen()
         if self.num_threads is not None:  # TorchRL: the threads of this (the parent) process
             torch.set_num_threads(int(self.num_threads))
         if self.in_process:
@@ -217,14 +218,12 @@ class ParallelEnv(BatchedEnvBase):
             parts = buffers.to_parts()
             hellos = pool.start(worker_main, [(creator, parts) for creator in self._creators])
         except BaseException:
-            self._failure = pool.failure or "the workers failed to start"
-            self.close()
+            self._close_after(pool.failure or "the workers failed to start")
             raise
         for i, (meta, _) in enumerate(hellos):
             diff = self.sub_meta.difference(meta)
             if diff is not None:
-                self._failure = f"worker {i} built an env with other specs"
-                self.close()
+                self._close_after(f"worker {i} built an env with other specs")
                 raise ValueError(
                     f"ParallelEnv.start: worker {i} built an env whose specs differ from the "
                     f"specs read in the parent (got {diff}). Every factory must build envs "
@@ -232,6 +231,49 @@ class ParallelEnv(BatchedEnvBase):
                 )
         self._plan_inputs([reads for _, reads in hellos])
         return buffers
+
+    def _reopen(self) -> None:
+        """Lets a closed env start again (TorchRL restarts a closed batched env on use); an env
+        closed by a failure stays closed until ``close()`` acknowledges it."""
+        if self._failure is not None:
+            raise RuntimeError(
+                f"ParallelEnv: the env is closed after a failure: {self._failure} (got a call "
+                "after it; expected close() first). Call env.close(): the next call then starts "
+                "new workers (or build a new ParallelEnv)."
+            )
+        if self.in_process:
+            env = self._creators[0]()
+            diff = self.sub_meta.difference(EnvMeta.from_env(env))
+            if diff is not None:
+                env.close()
+                raise ValueError(
+                    "ParallelEnv.start: the factory built an env whose specs differ from the "
+                    f"first one's (got {diff}). Every call of the factory must build envs with "
+                    "identical specs."
+                )
+            self._local = [env]
+        self._closed = False
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Shuts the workers down (idempotent); the next call starts new ones (see the class
+        docs). Also acknowledges a failure that closed the env.
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> env = ParallelEnv(1, CountingEnv, mp_start_method="fork")
+            >>> first = env.rollout(2)
+            >>> env.close(); env.close()
+            >>> env.is_closed, env.rollout(2)["next", "observation"].flatten().tolist()
+            (True, [1.0, 2.0])
+            >>> env.close()
+        """
+        self._failure = None
+        super().close(raise_if_closed=raise_if_closed)
+
+    def _close_after(self, failure: str | None) -> None:
+        """Closes the env after a failure, which the next call reports (see ``_reopen``)."""
+        self.close()
+        self._failure = failure or "the workers failed"
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
         if self.in_process:
@@ -284,8 +326,7 @@ class ParallelEnv(BatchedEnvBase):
                 store["next"] = previous
             if pending and pool.failure is None:  # e.g. Ctrl-C while building the outputs
                 pool.abandon(cmd)
-                self._failure = pool.failure
-                self.close()
+                self._close_after(pool.failure)
             raise
         if store.get("next") is not nxt:  # stored as a copy (e.g. dim names): store it again
             set_next(tensordict, nxt, True)
@@ -302,8 +343,7 @@ class ParallelEnv(BatchedEnvBase):
             return call(*args)
         except BaseException:
             if pool is not None and pool.failure is not None:
-                self._failure = pool.failure
-                self.close()
+                self._close_after(pool.failure)
             raise
 
     def _output(self, buf: TreeBuffer) -> TensorDictBase:
@@ -317,6 +357,7 @@ class ParallelEnv(BatchedEnvBase):
         self._release_buffers()
         self._runners = []
         self._close_sub_envs()
+        self._local = []
         if pool is not None:
             pool.shutdown()
 

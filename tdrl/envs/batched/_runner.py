@@ -7,7 +7,7 @@ copies the results into the output rows, so both batched envs share the exact sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -96,6 +96,18 @@ class Buffers:
             [m[index] for m in self.action_masks],
             self.mask_active[index],
         )
+
+
+def _copy_state(value: Any) -> Any:
+    """A state dict with its tensors cloned, nested dicts and sequences included (a
+    transform's ``_extra_state`` is a dict of tensors)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, Mapping):
+        return {k: _copy_state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy_state(v) for v in value)
+    return value
 
 
 class EnvRunner:
@@ -220,6 +232,24 @@ class EnvRunner:
     def set_seed(self, seed: int | None, static_seed: bool = False) -> int | None:
         """Seeds the sub-env; returns the next seed of the chain."""
         return self.env.set_seed(seed, static_seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sub-env's ``state_dict()`` (``{}`` for an env without one), tensors copied (the
+        caller's, not views of the live state)."""
+        read = getattr(self.env, "state_dict", None)
+        return {} if read is None else _copy_state(read())
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """``load_state_dict`` on the sub-env; an env without state accepts only ``{}``."""
+        load = getattr(self.env, "load_state_dict", None)
+        if load is not None:
+            load(state, strict=strict)
+        elif state and strict:  # nn.Module's answer for a module without state
+            raise RuntimeError(
+                f"{type(self.env).__name__}.load_state_dict: unexpected keys (got "
+                f"{sorted(state)}; expected none: this env holds no state). Load the state "
+                "into the env that saved it, or pass strict=False."
+            )
 
     def close(self) -> None:
         """Closes the sub-env."""

@@ -39,6 +39,11 @@ class SerialEnv(BatchedEnvBase):
     ``allow_step_when_done=True``, ``non_blocking=True``, ``use_buffers=False``,
     ``metadata_from_workers=True``) raises ``ValueError``.
 
+    ``close()`` closes the sub-envs (idempotent). As in TorchRL, a closed env builds new
+    sub-envs on its next ``reset``, ``step``, ``step_and_maybe_reset``, ``set_seed``,
+    ``rollout``, ``state_dict`` or ``load_state_dict``: seeds and the sub-envs' state do not
+    carry over (call ``set_seed`` again).
+
     Raises:
         ValueError: the sub-envs do not have the same specs (the message names the first
             differing one and the entry).
@@ -101,23 +106,30 @@ class SerialEnv(BatchedEnvBase):
             env.close()
 
     def _read_meta(self) -> EnvMeta:
+        self._envs, meta = self._build_envs("__init__", None)
+        return meta
+
+    def _build_envs(self, method: str, expected: EnvMeta | None) -> tuple[list[EnvBase], EnvMeta]:
+        """Builds one sub-env per factory and checks that they share the specs of sub-env 0
+        (or ``expected``); closes them all on any failure."""
+        envs: list[EnvBase] = []
         try:
             for creator in self._creators:
-                self._envs.append(creator())
-            metas = [EnvMeta.from_env(env) for env in self._envs]
-            for i, meta in enumerate(metas[1:], start=1):
-                diff = metas[0].difference(meta)
+                envs.append(creator())
+            metas = [EnvMeta.from_env(env) for env in envs]
+            first = metas[0] if expected is None else expected
+            for i, meta in enumerate(metas):
+                diff = first.difference(meta)
                 if diff is not None:
                     raise ValueError(
-                        f"SerialEnv.__init__: sub-env {i} does not have the specs of sub-env 0 "
+                        f"SerialEnv.{method}: sub-env {i} does not have the specs of sub-env 0 "
                         f"(got {diff}). Every factory must build envs with identical specs."
                     )
         except BaseException:
-            for env in self._envs:
+            for env in envs:
                 env.close()
-            self._envs.clear()
             raise
-        return metas[0]
+        return envs, metas[0]
 
     @property
     def envs(self) -> list[EnvBase]:
@@ -126,11 +138,9 @@ class SerialEnv(BatchedEnvBase):
 
     def _ready_buffers(self) -> Buffers:
         if self._buffers is None:
-            if self.is_closed:
-                raise RuntimeError(
-                    "SerialEnv: the env is closed (got a call after close(); expected none). "
-                    "Build a new SerialEnv."
-                )
+            if self.is_closed:  # TorchRL restarts a closed batched env on use: new sub-envs
+                self._envs, _ = self._build_envs("start", self.sub_meta)
+                self._closed = False
             self._buffers = self._make_buffers(self.device)
             self._runners = [
                 EnvRunner(env, self._buffers.row(i)) for i, env in enumerate(self._envs)
