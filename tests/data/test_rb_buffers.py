@@ -252,3 +252,49 @@ def test_prefetching_buffer_left_open_at_exit_does_not_abort():
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "sampled"
         assert "terminate called" not in done.stderr and "Fatal Python error" not in done.stderr
+
+
+def test_components_may_be_given_as_factories_as_in_torchrl():
+    """TorchRL builds a storage, sampler or writer given as a class or a no-argument callable."""
+    import functools
+
+    from tdrl.data import (
+        LazyMemmapStorage,
+        PrioritizedReplayBuffer,
+        RoundRobinWriter,
+        TensorDictMaxValueWriter,
+    )
+
+    rb = ReplayBuffer(
+        storage=functools.partial(LazyTensorStorage, 10),
+        sampler=SamplerWithoutReplacement,
+        writer=RoundRobinWriter,
+        batch_size=3,
+    )
+    assert isinstance(rb.storage, LazyTensorStorage) and rb.storage.max_size == 10
+    assert isinstance(rb.sampler, SamplerWithoutReplacement)
+    assert isinstance(rb.writer, RoundRobinWriter)
+    rb.extend(torch.arange(5))
+    assert sorted(torch.cat([batch for batch in rb]).tolist()) == [0, 1, 2, 3, 4]
+    prioritized = ReplayBuffer(
+        storage=functools.partial(LazyMemmapStorage, 8),
+        sampler=functools.partial(PrioritizedSampler, 8, alpha=1.0, beta=1.0),
+        writer=functools.partial(TensorDictMaxValueWriter, rank_key="r"),
+    )
+    assert isinstance(prioritized.sampler, PrioritizedSampler)
+    assert prioritized.writer.rank_key == "r"
+    built = PrioritizedReplayBuffer(
+        alpha=0.7, beta=0.5, storage=functools.partial(LazyTensorStorage, 12)
+    )
+    assert built.storage.max_size == 12 and built.sampler.max_capacity == 12
+
+
+def test_factories_that_cannot_build_a_component_are_refused():
+    with pytest.raises(TypeError, match=r"sampler factory PrioritizedSampler cannot be called"):
+        ReplayBuffer(sampler=PrioritizedSampler)  # needs max_capacity, alpha and beta
+    with pytest.raises(TypeError, match=r"storage factory LazyTensorStorage cannot be called"):
+        ReplayBuffer(storage=LazyTensorStorage)
+    with pytest.raises(TypeError, match=r"writer factory <lambda> returned a RandomSampler"):
+        ReplayBuffer(writer=lambda: RandomSampler())
+    with pytest.raises(TypeError, match=r"invalid storage \(got int"):
+        ReplayBuffer(storage=5)

@@ -19,7 +19,42 @@ from ._samplers import RandomSampler, Sampler
 from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
 
-__all__ = ["ReplayBuffer"]
+__all__ = ["ReplayBuffer", "make_component"]
+
+
+def make_component(owner: str, arg: str, value: Any, kind: type) -> Any:
+    """A storage, sampler or writer given as an instance, or (as TorchRL) as a class or any
+    callable that builds one when called without arguments (``functools.partial(...)``).
+
+    Examples:
+        >>> import functools
+        >>> from tdrl.data import LazyTensorStorage
+        >>> make_component("here", "storage", functools.partial(LazyTensorStorage, 8), Storage).max_size
+        8
+    """
+    if value is None or isinstance(value, kind):
+        return value
+    what = kind.__name__
+    if not callable(value):
+        raise TypeError(
+            f"{owner}: invalid {arg} (got {type(value).__name__}; expected a {what}, or a class "
+            f"or callable that returns one). Pass a tdrl {what}."
+        )
+    label = getattr(value, "__name__", None) or type(value).__name__
+    try:
+        built = value()
+    except TypeError as err:
+        raise TypeError(
+            f"{owner}: the {arg} factory {label} cannot be called without arguments (got "
+            f"{err}; expected a callable that returns a {what} when called with none). Pass an "
+            f"instance, or functools.partial({label}, <its arguments>)."
+        ) from err
+    if not isinstance(built, kind):
+        raise TypeError(
+            f"{owner}: the {arg} factory {label} returned a {type(built).__name__} (expected a "
+            f"{what}). Pass a callable that returns a tdrl {what}."
+        )
+    return built
 
 
 def _positive_or_none(owner: str, name: str, value: Any) -> int | None:
@@ -44,7 +79,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
     or a collector thread may use the buffer concurrently.
 
     Args:
-        storage: defaults to ``ListStorage(1000)``.
+        storage: defaults to ``ListStorage(1000)``. As in TorchRL, the storage, sampler and
+            writer may also be given as a class or a callable that builds one when called
+            without arguments (``functools.partial(LazyTensorStorage, 1000)``).
         sampler: defaults to :class:`~tdrl.data.RandomSampler`.
         writer: defaults to :class:`~tdrl.data.RoundRobinWriter`.
         transform: a callable applied to every sampled batch (for TensorDict buffers, a tdrl
@@ -68,10 +105,10 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
     def __init__(
         self,
         *,
-        storage: Storage | None = None,
-        sampler: Sampler | None = None,
+        storage: Storage | Callable[[], Storage] | None = None,
+        sampler: Sampler | Callable[[], Sampler] | None = None,
         sample_unit: Any = None,
-        writer: Writer | None = None,
+        writer: Writer | Callable[[], Writer] | None = None,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         prefetch: int | None = None,
@@ -103,15 +140,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             transport=(transport, ("auto", "direct")),
             transport_options=(transport_options, None),
         )
-        for arg, value, kind in (
-            ("storage", storage, Storage),
-            ("sampler", sampler, Sampler),
-            ("writer", writer, Writer),
-        ):
-            if value is not None and not isinstance(value, kind):
-                raise TypeError(
-                    f"{name}: invalid {arg} (got {type(value).__name__}; expected a {kind.__name__}). Pass a tdrl {kind.__name__}."
-                )
+        made_storage = make_component(name, "storage", storage, Storage)
+        made_sampler = make_component(name, "sampler", sampler, Sampler)
+        made_writer = make_component(name, "writer", writer, Writer)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(
                 f"{name}: invalid generator (got {type(generator).__name__}; expected a torch.Generator). Pass torch.Generator().manual_seed(seed)."
@@ -130,9 +161,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
                 f"{name}: pin_memory=True needs a CUDA device (got none available; expected "
                 "torch.cuda.is_available()). Pass pin_memory=False on CPU-only machines."
             )
-        self._storage = storage if storage is not None else ListStorage(1000)
-        self._sampler = sampler if sampler is not None else RandomSampler()
-        self._writer = writer if writer is not None else RoundRobinWriter()
+        self._storage = made_storage if made_storage is not None else ListStorage(1000)
+        self._sampler = made_sampler if made_sampler is not None else RandomSampler()
+        self._writer = made_writer if made_writer is not None else RoundRobinWriter()
         self._sampler.check_storage(self._storage)
         self._writer.check_storage(self._storage)
         self._transforms = TransformChain()

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ._buffers import ReplayBuffer
+from ._buffers import ReplayBuffer, make_component
 from ._prioritized import PrioritizedSampler
 from ._refuse import refuse_unsupported
 from ._samplers import Sampler
@@ -18,9 +18,11 @@ from ._writers import Writer
 __all__ = ["PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
 
 
-def _bounded(where: str, storage: Storage | None) -> Storage:
-    """The buffer's storage (``ListStorage(1000)`` by default); it must have a size limit."""
-    storage = storage if storage is not None else ListStorage(1000)
+def _bounded(where: str, storage: Storage | Callable[[], Storage] | None) -> Storage:
+    """The buffer's storage (``ListStorage(1000)`` by default, or built by a factory); it must
+    have a size limit."""
+    made = make_component(where, "storage", storage, Storage)
+    storage = made if made is not None else ListStorage(1000)
     if not storage.bounded:
         raise ValueError(
             f"{where}: a prioritized buffer needs a storage with a size limit (got "
@@ -75,8 +77,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         beta: float,
         eps: float = 1e-8,
         dtype: torch.dtype = torch.float32,
-        storage: Storage | None = None,
-        sampler: Sampler | None = None,
+        storage: Storage | Callable[[], Storage] | None = None,
+        sampler: Sampler | Callable[[], Sampler] | None = None,
         sample_unit: Any = None,
         sampler_device: Any = None,
         sync: bool = True,
@@ -89,7 +91,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         delayed_init: bool = False,
         transport: str = "auto",
         transport_options: dict[str, Any] | None = None,
-        writer: Writer | None = None,
+        writer: Writer | Callable[[], Writer] | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
         where = f"{type(self).__name__}.__init__"
@@ -153,7 +155,7 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         beta: float,
         priority_key: Any = "td_error",
         eps: float = 1e-8,
-        storage: Storage | None = None,
+        storage: Storage | Callable[[], Storage] | None = None,
         sample_unit: Any = None,
         sampler_device: Any = None,
         sync: bool = True,
@@ -169,7 +171,7 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         compilable: bool = False,
         transport: str = "auto",
         transport_options: dict[str, Any] | None = None,
-        writer: Writer | None = None,
+        writer: Writer | Callable[[], Writer] | None = None,
     ) -> None:
         where = f"{type(self).__name__}.__init__"
         _check_prioritized_args(where, torch.float32, sampler_device, sync)
