@@ -1,7 +1,7 @@
 """TorchRL's ``torchrl.envs.libs.gym`` import path: ``from tdrl.envs.libs.gym import GymEnv``.
 
-tdrl wraps gymnasium (not the legacy ``gym`` package); the classes are those of
-:mod:`tdrl.envs.libs`.
+tdrl wraps gymnasium (not the legacy ``gym`` package); the names are those of
+:mod:`tdrl.envs.libs`, ``set_gym_backend`` and ``gym_backend`` included.
 
 Examples:
     >>> from tdrl.envs.libs.gym import GymEnv
@@ -10,6 +10,7 @@ Examples:
     True
 """
 
+from tdrl.envs.libs._gym_backend import gym_backend, set_gym_backend
 from tdrl.envs.libs._gymnasium import GymEnv, GymWrapper
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
