@@ -44,9 +44,10 @@ class timeit:
     """A named timer: a context manager, a decorator, or a stopwatch (``start``/``elapsed``).
 
     Every finished measurement is added to a registry shared by the class (per name: the
-    mean per call, the total since the last :meth:`erase`, the call count). The measurement
-    costs two clock reads and a dict update (about 0.3 µs per use as a context manager on
-    this project's CI machine), so it can wrap hot loops.
+    mean per call, the total since the last :meth:`erase`, the call count). A measurement
+    costs two clock reads and a dict update: about 2.5 µs per ``with timeit(...)`` (the
+    object included) and 1.5 µs per call of a decorated function on this project's shared
+    2-core machine, against 3.3 and 2.6 µs for TorchRL's timeit there.
 
     Args:
         name: the registry key the measurements go to.
@@ -68,7 +69,7 @@ class timeit:
         (2, True)
     """
 
-    # name -> [mean seconds per call, total seconds, calls]
+    # name -> [total seconds, calls]; the mean is total / calls
     _REG: dict[str, list[Any]] = {}
     _MARKS: dict[str, float] = {}
     _printevery_count = 0
@@ -95,7 +96,7 @@ class timeit:
             finally:
                 if sync:
                     torch.cuda.synchronize()
-                timeit._record(name, _clock() - t0)
+                _record(name, _clock() - t0)
 
         return timed
 
@@ -106,7 +107,9 @@ class timeit:
         return self
 
     def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
-        self._record(self.name, self.elapsed())
+        if self._sync:
+            torch.cuda.synchronize()
+        _record(self.name, _clock() - self.t0)
 
     def start(self) -> timeit:
         """Starts the stopwatch without a ``with`` block; returns ``self``.
@@ -124,22 +127,15 @@ class timeit:
             torch.cuda.synchronize()
         return _clock() - self.t0
 
-    @classmethod
-    def _record(cls, name: str, elapsed: float) -> None:
-        entry = cls._REG.get(name)
-        if entry is None:
-            cls._REG[name] = [elapsed, elapsed, 1]
-            return
-        n = entry[2] + 1
-        entry[1] += elapsed
-        entry[2] = n
-        entry[0] = entry[1] / n
+    @staticmethod
+    def _record(name: str, elapsed: float) -> None:
+        _record(name, elapsed)
 
     @classmethod
     def count(cls, name: str) -> int:
         """How many measurements ``name`` holds since the last :meth:`erase` (0 if none)."""
         entry = cls._REG.get(name)
-        return 0 if entry is None else int(entry[2])
+        return 0 if entry is None else int(entry[1])
 
     @classmethod
     def mark_start(cls, name: str) -> None:
@@ -160,7 +156,7 @@ class timeit:
                 f"{name!r}; expected one of {sorted(cls._MARKS)}). Call "
                 "timeit.mark_start(name) first."
             )
-        cls._record(name, _clock() - start)
+        _record(name, _clock() - start)
 
     @staticmethod
     def print(prefix: str | None = None) -> str:
@@ -180,7 +176,8 @@ class timeit:
         """
         lines = []
         for name in sorted(timeit._REG):
-            mean, total, _ = timeit._REG[name]
+            total, calls = timeit._REG[name]
+            mean = total / calls if calls else 0.0
             line = (
                 f"{name} took {mean * 1000:4.4f} msec (total = {total: 4.4f} sec since last reset)."
             )
@@ -209,21 +206,37 @@ class timeit:
 
         With ``prefix``, keys read ``"<prefix>/<name>"`` (ready for ``logger.log_metrics``).
         """
-        slot = 0 if percall else 1
+
+        def value(entry: list[Any]) -> float:
+            total, calls = entry
+            return float(total / calls if calls else 0.0) if percall else float(total)
+
         if prefix:
-            return {f"{prefix}/{k}": float(v[slot]) for k, v in cls._REG.items()}
-        return {k: float(v[slot]) for k, v in cls._REG.items()}
+            return {f"{prefix}/{k}": value(v) for k, v in cls._REG.items()}
+        return {k: value(v) for k, v in cls._REG.items()}
 
     @staticmethod
     def erase() -> None:
         """Sets every timer back to zero (the names stay listed, as in TorchRL)."""
         for name in timeit._REG:
-            timeit._REG[name] = [0.0, 0.0, 0]
+            timeit._REG[name] = [0.0, 0]
 
     @classmethod
     def reset(cls) -> None:
         """Same as :meth:`erase`."""
         cls.erase()
+
+
+def _record(name: str, elapsed: float) -> None:
+    """Adds one measurement to ``timeit``'s registry (a plain function: the hot path; the
+    mean is computed when read)."""
+    reg = timeit._REG
+    entry = reg.get(name)
+    if entry is None:
+        reg[name] = [elapsed, 1]
+    else:
+        entry[0] += elapsed
+        entry[1] += 1
 
 
 class _ConsoleFallbackLogger(logging.Logger):

@@ -131,6 +131,13 @@ class CSVExperiment:
             fd.close()
         self.files = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        # open files do not pickle (a recorder sent to a worker process, a deep copy): the
+        # copy reopens them in append mode when it writes
+        state = dict(self.__dict__)
+        state["files"] = {}
+        return state
+
     def __repr__(self) -> str:
         return f"CSVExperiment(log_dir={self.log_dir})"
 
