@@ -30,6 +30,8 @@ from tdrl.modules.actors import (
     ProbabilisticActor,
     QValueActor,
     QValueModule,
+    SafeModule,
+    SafeSequential,
     TanhModule,
     ValueOperator,
 )
@@ -94,6 +96,8 @@ __all__ = [
     "RandomPolicy",
     "RecurrentModuleBase",
     "ReparamGradientStrategy",
+    "SafeModule",
+    "SafeSequential",
     "TanhDelta",
     "TanhModule",
     "TanhNormal",

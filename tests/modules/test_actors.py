@@ -47,7 +47,7 @@ class TestActor:
     @pytest.mark.parametrize(("obs_key", "act_key"), KEYS)
     def test_output_inside_bounded_spec(self, batch, obs_key, act_key) -> None:
         spec = Bounded(-0.5, 0.5, shape=(2,))
-        actor = Actor(nn.Linear(3, 2), in_keys=[obs_key], out_keys=[act_key], spec=spec)
+        actor = Actor(nn.Linear(3, 2), in_keys=[obs_key], out_keys=[act_key], spec=spec, safe=True)
         out = actor(_td(batch, obs_key))
         assert out[act_key].shape == (*batch, 2)
         assert spec.is_in(out[act_key])
@@ -59,10 +59,30 @@ class TestActor:
                 return x * 100, x * 100
 
         spec = Composite(action=Bounded(-1.0, 1.0, shape=(3,)))
-        actor = Actor(Two(), out_keys=["action", "other"], spec=spec)
+        actor = Actor(Two(), out_keys=["action", "other"], spec=spec, safe=True)
         out = actor(_td((4,)))
         assert spec["action"].is_in(out["action"])
         assert out["other"].abs().max() > 1
+
+    def test_not_safe_by_default(self) -> None:
+        # TorchRL: Actor(spec=...) only describes the outputs; safe=True projects them.
+        lin = nn.Linear(3, 2)
+        actor = Actor(lin, spec=Bounded(-1.0, 1.0, shape=(2,)))
+        td = _td((5,))
+        torch.testing.assert_close(actor(td)["action"], lin(td["observation"]))
+        assert actor.safe is False and td["action"].abs().max() > 1
+        assert isinstance(actor.spec, Composite) and list(actor.spec.keys()) == ["action"]
+        assert isinstance(actor.spec["action"], Bounded)
+
+    def test_leaf_spec_is_the_action_spec(self) -> None:
+        # TorchRL wraps a leaf spec as Composite(action=spec) when "action" is an out key,
+        # wherever it sits among the out keys.
+        actor = Actor(nn.Linear(3, 4), out_keys=["other", "action"], spec=OneHot(4))
+        assert list(actor.spec.keys()) == ["action"]
+        with pytest.raises(ValueError, match="one leaf spec for several out keys"):
+            Actor(nn.Linear(3, 4), out_keys=["a", "b"], spec=OneHot(4))
+        with pytest.raises(ValueError, match="safe=True needs a spec"):
+            Actor(nn.Linear(3, 2), safe=True)
 
     def test_no_spec_keeps_output(self) -> None:
         lin = nn.Linear(3, 2)
@@ -70,7 +90,7 @@ class TestActor:
         torch.testing.assert_close(Actor(lin)(td)["action"], lin(td["observation"]))
 
     def test_kwargs_call(self) -> None:
-        actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)))
+        actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)), safe=True)
         action = actor(observation=torch.full((4, 3), 50.0))
         assert action.shape == (4, 2) and bool((action.abs() <= 1).all())
 
@@ -131,11 +151,12 @@ class TestProbabilisticActor:
         actor = _prob_actor(return_log_prob=True, log_prob_key="lp")
         assert "lp" in actor(_td((3,))).keys()
 
-    def test_samples_by_default_inside_spec_bounds(self) -> None:
+    def test_samples_under_random_inside_spec_bounds(self) -> None:
         spec = Bounded(-2.0, 3.0, shape=(2,))
         actor = _prob_actor(spec)
         td = _td((200,))
-        a1, a2 = actor(td.clone())["action"], actor(td.clone())["action"]
+        with set_exploration_type(ExplorationType.RANDOM):
+            a1, a2 = actor(td.clone())["action"], actor(td.clone())["action"]
         assert not torch.equal(a1, a2)
         assert spec.is_in(a1) and a1.max() > 1.0  # the spec's high (3), not TanhNormal's 1
         dist = actor.get_dist(td)
@@ -149,7 +170,8 @@ class TestProbabilisticActor:
     def test_per_dim_bounds(self) -> None:
         spec = Bounded(torch.tensor([-1.0, 0.0]), torch.tensor([1.0, 5.0]))
         actor = _prob_actor(spec)
-        assert spec.is_in(actor(_td((100,)))["action"])
+        with set_exploration_type(ExplorationType.RANDOM):
+            assert spec.is_in(actor(_td((100,)))["action"])
 
     @pytest.mark.parametrize(
         ("etype", "attr"),
@@ -223,8 +245,10 @@ class TestQValue:
     def test_outputs_match_spec(self, batch, spec) -> None:
         actor = QValueActor(nn.Linear(3, 4), spec=spec)
         out = actor(_td(batch))
-        assert out["action"].dtype == spec.dtype
-        assert spec.is_in(out["action"])
+        # TorchRL: int64 actions whatever the spec's dtype (OneHot is boolean by default).
+        assert out["action"].dtype == torch.int64
+        assert spec.is_in(out["action"].to(spec.dtype))
+        assert actor.spec["action"] is not None and actor.action_space in ("one_hot", "categorical")
         assert out["action"].shape == (*batch, *spec.shape)
         assert out["chosen_action_value"].shape == (*batch, 1)
         torch.testing.assert_close(

@@ -17,6 +17,7 @@ from tdrl.modules.actors._actor_critic import (
 )
 from tdrl.modules.actors._probabilistic import ProbabilisticActor
 from tdrl.modules.actors._qvalue import QValueActor, QValueModule
+from tdrl.modules.actors._safe import SafeModule, SafeSequential
 from tdrl.modules.actors._tanh import TanhModule
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
+    "SafeModule",
+    "SafeSequential",
     "TanhModule",
     "ValueOperator",
 ]

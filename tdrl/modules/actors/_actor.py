@@ -3,41 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, dispatch
+from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import nn
 
-from tdrl.modules.actors._spec_utils import as_key_list, spec_for_key
-from tdrl.specs import TensorSpec
+from tdrl.modules.actors._safe import SafeModule
+from tdrl.modules.actors._spec_utils import as_key_list
+from tdrl.specs import Composite, TensorSpec
 
 __all__ = ["Actor", "ValueOperator"]
 
 
-class Actor(TensorDictModule):
+class Actor(SafeModule):
     """A deterministic policy: reads observations, writes the action.
 
-    With a ``spec`` the outputs are kept inside it with ``spec.project`` (a ``Bounded`` spec
-    clamps, a ``Categorical`` spec rounds and clamps, ...). ``spec`` is a leaf spec, which
-    describes the first out key (the action), or a ``Composite`` holding specs for any of the
-    out keys (the others are left as they are).
+    A :class:`SafeModule` with RL default keys. As in TorchRL, ``spec`` describes the
+    outputs (a leaf spec is the spec of ``"action"`` when it is among the out keys, else of the
+    single out key; ``actor.spec`` is always a ``Composite``), and outputs are only mapped into
+    it (``spec.project``: a ``Bounded`` spec clamps) with ``safe=True``.
 
     Args:
         module: the network; called with the ``in_keys`` tensors in order.
         in_keys: keys read (default ``["observation"]``).
         out_keys: keys written (default ``["action"]``).
         spec: optional spec of the outputs.
+        safe: project the outputs that have a spec into it (default ``False``, as TorchRL).
+        inplace: ``tensordict.nn.TensorDictModule``'s ``inplace``.
 
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
         >>> from tdrl.specs import Bounded
-        >>> actor = Actor(torch.nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)))
-        >>> td = actor(TensorDict(observation=torch.full((4, 3), 10.0), batch_size=[4]))
-        >>> bool(td["action"].abs().max() <= 1.0)
+        >>> spec = Bounded(-1.0, 1.0, shape=(2,))
+        >>> td = TensorDict(observation=torch.full((4, 3), 10.0), batch_size=[4])
+        >>> actor = Actor(torch.nn.Linear(3, 2), spec=spec, safe=True)
+        >>> bool(actor(td)["action"].abs().max() <= 1.0)
         True
+        >>> list(actor.spec.keys())
+        ['action']
     """
 
     def __init__(
@@ -47,30 +51,14 @@ class Actor(TensorDictModule):
         out_keys: NestedKey | Sequence[NestedKey] | None = None,
         *,
         spec: TensorSpec | None = None,
+        safe: bool = False,
+        inplace: bool | str = True,
     ) -> None:
         ins = ["observation"] if in_keys is None else as_key_list(in_keys)
         outs = ["action"] if out_keys is None else as_key_list(out_keys)
-        super().__init__(module, in_keys=ins, out_keys=outs)
-        self.spec = spec
-        self._projections = [
-            (key, leaf)
-            for i, key in enumerate(self.out_keys)
-            if (leaf := spec_for_key(spec, key, first=i == 0)) is not None
-        ]
-
-    @dispatch(auto_batch_size=False)
-    def forward(
-        self,
-        tensordict: TensorDictBase,
-        *args: Any,
-        tensordict_out: TensorDictBase | None = None,
-        **kwargs: Any,
-    ) -> TensorDictBase:
-        """Runs the module, then projects the outputs that have a spec."""
-        out = super().forward(tensordict, *args, tensordict_out=tensordict_out, **kwargs)
-        for key, leaf in self._projections:
-            out.set(key, leaf.project(out.get(key)))
-        return out
+        if spec is not None and not isinstance(spec, Composite) and "action" in outs:
+            spec = Composite(action=spec)
+        super().__init__(module, ins, outs, spec=spec, safe=safe, inplace=inplace)
 
 
 class ValueOperator(TensorDictModule):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from tensordict.utils import NestedKey
@@ -13,7 +12,7 @@ from torch import nn
 from torch.nn.functional import one_hot
 
 from tdrl.modules.actors._spec_utils import as_key_list, event_shape, spec_for_key
-from tdrl.specs import Categorical, OneHot, TensorSpec
+from tdrl.specs import Categorical, Composite, OneHot, TensorSpec
 
 __all__ = ["QValueActor", "QValueModule"]
 
@@ -66,6 +65,13 @@ def _check_options(var_nums: int | None, strict_shape: object, where: str) -> No
         )
 
 
+def _as_composite(spec: TensorSpec | None, action_key: NestedKey) -> Composite | None:
+    """TorchRL keeps a Q-value module's spec as a Composite keyed by the action key."""
+    if spec is None or isinstance(spec, Composite):
+        return spec
+    return Composite({action_key: spec})
+
+
 class QValueModule(TensorDictModuleBase):
     """Greedy action from action values: ``argmax`` over the last dim of ``"action_value"``.
 
@@ -74,10 +80,12 @@ class QValueModule(TensorDictModuleBase):
     data holds ``action_mask_key`` (boolean, True = allowed) masked actions are never chosen,
     whatever their values; a row with no allowed action gives index 0.
 
-    Output format: a one-hot action has the spec's dtype (``torch.int64`` without a spec); a
-    categorical action has the spec's dtype (``torch.int64`` without a spec) and gets a trailing
-    dim of size 1 when one action of the spec has shape ``(1,)`` (the leaf's shape past the dims
-    of the Composite holding it, so a one-agent group's ``[*B, 1]`` agent dim is not one).
+    Output format: as in TorchRL, actions are ``torch.int64`` whatever the spec's dtype (a
+    ``OneHot`` spec is boolean by default: ``action.argmax(-1)`` works on int64 only). A
+    categorical action gets a trailing dim of size 1 when one action of the spec has shape
+    ``(1,)`` (the leaf's shape past the dims of the Composite holding it, so a one-agent
+    group's ``[*B, 1]`` agent dim is not one). ``spec`` is kept as a ``Composite`` keyed by the
+    action key.
 
     Args:
         action_space: ``"one_hot"`` (or ``"one-hot"``) or ``"categorical"``; inferred from
@@ -104,6 +112,7 @@ class QValueModule(TensorDictModuleBase):
         NotImplementedError: an action space or ``var_nums`` tdrl does not support.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> qv = QValueModule("categorical")
         >>> td = TensorDict(
@@ -146,11 +155,8 @@ class QValueModule(TensorDictModuleBase):
             action_key, chosen_action_value_key = keys[0], keys[2]
         leaf = spec_for_key(spec, action_key, first=True)
         self.action_space = _resolve_space(action_space, leaf, where)
-        self.spec = spec
+        self.spec = _as_composite(spec, action_key)
         self.safe, self.strict_shape, self.var_nums = safe, strict_shape, var_nums
-        # TorchRL's one-hot actions are int64 when no spec gives a dtype.
-        default = torch.int64
-        self._dtype = leaf.dtype if leaf is not None and leaf.dtype is not None else default
         # A trailing size-1 dim of one action (not an agent dim of a one-agent group).
         event = event_shape(spec, action_key, leaf)[-1:] if leaf is not None else ()
         self._unsqueeze = self.action_space == "categorical" and event == (1,)
@@ -172,9 +178,9 @@ class QValueModule(TensorDictModuleBase):
         index = scores.argmax(-1, keepdim=True)
         chosen = values.gather(-1, index)
         if self.action_space == "one_hot":
-            action = one_hot(index.squeeze(-1), values.shape[-1]).to(self._dtype)
+            action = one_hot(index.squeeze(-1), values.shape[-1])
         else:
-            action = (index if self._unsqueeze else index.squeeze(-1)).to(self._dtype)
+            action = index if self._unsqueeze else index.squeeze(-1)
         tensordict.set(self.action_key, action)
         tensordict.set(self.chosen_action_value_key, chosen)
         return tensordict
@@ -187,7 +193,7 @@ class QValueActor(TensorDictSequential):
         module: network mapping the ``in_keys`` tensors to one value per action, or a
             ``TensorDictModule`` that already writes ``action_value_key`` (used as it is).
         in_keys: keys read by the network (default ``["observation"]``).
-        spec: the action spec; gives the action space and dtype (see :class:`QValueModule`).
+        spec: the action spec; gives the action space (see :class:`QValueModule`).
         safe: see :class:`QValueModule`.
         action_space: ``"one_hot"``, ``"one-hot"`` or ``"categorical"`` when no spec is given.
         action_value_key: where the network writes the action values.
@@ -200,12 +206,13 @@ class QValueActor(TensorDictSequential):
         KeyError: a ``TensorDictModule`` that does not write ``action_value_key``.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> from tdrl.specs import OneHot
         >>> actor = QValueActor(torch.nn.Linear(3, 4), spec=OneHot(4))
         >>> td = actor(TensorDict(observation=torch.zeros(2, 3), batch_size=[2]))
         >>> td["action"].shape, td["action"].dtype, td["chosen_action_value"].shape
-        (torch.Size([2, 4]), torch.bool, torch.Size([2, 1]))
+        (torch.Size([2, 4]), torch.int64, torch.Size([2, 1]))
     """
 
     def __init__(
@@ -249,4 +256,5 @@ class QValueActor(TensorDictSequential):
             ),
         )
         super().__init__(net, qvalue)
-        self.spec = spec
+        self.spec = qvalue.spec
+        self.action_space = qvalue.action_space
