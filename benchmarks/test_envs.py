@@ -39,7 +39,7 @@ def _bench(benchmark, fn, rounds: int = 20):
 def _action_table(batch: tuple[int, ...]) -> torch.Tensor:
     gen = torch.Generator().manual_seed(0)
     index = torch.randint(0, 2, (STEPS, *batch), generator=gen)
-    return torch.nn.functional.one_hot(index, 2).bool()
+    return torch.nn.functional.one_hot(index, 2)  # int64, as CartPoleEnv's OneHot spec
 
 
 def raw_cartpole_rollout(batch: tuple[int, ...], actions: torch.Tensor) -> dict:
@@ -58,7 +58,7 @@ def raw_cartpole_rollout(batch: tuple[int, ...], actions: torch.Tensor) -> dict:
     limits = torch.tensor([2.4, math.inf, theta_limit, math.inf])
     for t in range(STEPS):
         action = actions[t]
-        force = torch.where(action[..., 1:2], 10.0, -10.0)
+        force = torch.where(action[..., 1:2].bool(), 10.0, -10.0)
         x_dot, theta, theta_dot = state[..., 1:2], state[..., 2:3], state[..., 3:4]
         cos, sin = theta.cos(), theta.sin()
         temp = torch.addcmul(force, theta_dot.square(), sin, value=0.05).div_(1.1)

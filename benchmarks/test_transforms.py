@@ -44,7 +44,7 @@ BATCHES = {"batch 1": (1,), "batch 1024": (1024,)}
 def _actions(batch: tuple[int, ...]) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     index = torch.randint(0, 2, (STEPS, *batch), generator=gen)
-    return list(torch.nn.functional.one_hot(index, 2).bool().unbind(0))
+    return list(torch.nn.functional.one_hot(index, 2).unbind(0))
 
 
 def _replay(actions: list[torch.Tensor]):

@@ -15,7 +15,7 @@ BATCHES = [(), (2, 3)]
 
 def _one_hot(push_right: np.ndarray) -> torch.Tensor:
     idx = torch.as_tensor(push_right, dtype=torch.int64)
-    return torch.nn.functional.one_hot(idx, 2).bool()
+    return torch.nn.functional.one_hot(idx, 2)
 
 
 def _gym_envs(n: int, seed: int) -> tuple[list, np.ndarray]:

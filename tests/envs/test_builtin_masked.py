@@ -46,7 +46,7 @@ def test_cue_policy_scores_every_step_and_cue_is_always_legal():
     def cue_policy(td):
         cue = td["observation"].argmax(-1)
         assert td["action_mask"].gather(-1, cue.unsqueeze(-1)).all()
-        return td.set("action", torch.nn.functional.one_hot(cue, 6).bool())
+        return td.set("action", torch.nn.functional.one_hot(cue, 6))
 
     data = env.rollout(24, cue_policy, break_when_any_done=False)
     assert data["next", "reward"].eq(1).all()

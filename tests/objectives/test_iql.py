@@ -163,7 +163,7 @@ def test_smoke_pendulum_iql_fits():
 
 def _mostly_left(td):
     index = (torch.rand(td.batch_size) < 0.1).long()
-    td.set("action", nn.functional.one_hot(index, 2).bool())
+    td.set("action", nn.functional.one_hot(index, 2))
     return td
 
 

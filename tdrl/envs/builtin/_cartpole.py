@@ -38,7 +38,7 @@ class CartPoleEnv(StatefulEnvBase):
     Entries:
 
     - ``"observation"``: ``[*B, 4]`` float32 ``(x, x_dot, theta, theta_dot)``.
-    - ``"action"``: one-hot ``OneHot(2)`` of shape ``[*B, 2]`` (bool) by default, index 1 pushes
+    - ``"action"``: one-hot ``OneHot(2)`` of shape ``[*B, 2]`` (int64) by default, index 1 pushes
       right; with ``categorical_action_encoding=True`` an index ``Categorical(2)`` of shape
       ``[*B]`` (int64). The same convention as ``GymEnv``.
     - ``"reward"``: ``[*B, 1]`` float32. ``"done"``/``"terminated"``/``"truncated"``: ``[*B, 1]``.
@@ -113,7 +113,9 @@ class CartPoleEnv(StatefulEnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
         right = (
-            action.unsqueeze(-1).bool() if self.categorical_action_encoding else action[..., 1:2]
+            action.unsqueeze(-1).bool()
+            if self.categorical_action_encoding
+            else action[..., 1:2].bool()
         )
         self._state = _integrate(self._state, torch.where(right, _FORCE, -_FORCE))
         terminated = (self._state.abs() > self._limits).any(-1, keepdim=True)

@@ -97,10 +97,14 @@ def discrete_action_spec(
     device: torch.device | None,
     categorical_action_encoding: bool,
 ) -> TensorSpec:
-    """``OneHot(n)`` of shape ``[*B, n]`` (bool), or ``Categorical(n)`` of shape ``[*B]``."""
+    """``OneHot(n)`` of shape ``[*B, n]`` (int64), or ``Categorical(n)`` of shape ``[*B]``.
+
+    One-hot actions are int64, as gymnasium's ``Discrete`` spaces give through ``GymEnv`` and as
+    TorchRL's greedy ``QValueModule`` and one-hot distributions write them.
+    """
     if categorical_action_encoding:
         return Categorical(n, shape=batch_size, device=device)
-    return OneHot(n, shape=(*batch_size, n), device=device)
+    return OneHot(n, shape=(*batch_size, n), device=device, dtype=torch.int64)
 
 
 def action_index(action: torch.Tensor, categorical_action_encoding: bool) -> torch.Tensor:

@@ -41,7 +41,7 @@ class MaskedActionEnv(EnvBase):
 
     - ``"observation"``: ``[*B, n]`` float32 one-hot cue.
     - ``"action_mask"``: ``[*B, n]`` bool, True = legal (in the observation spec).
-    - ``"action"``: ``OneHot(n)`` of shape ``[*B, n]`` (bool) by default, or with
+    - ``"action"``: ``OneHot(n)`` of shape ``[*B, n]`` (int64) by default, or with
       ``categorical_action_encoding=True`` a ``Categorical(n)`` index of shape ``[*B]``.
     - ``"reward"``: ``[*B, 1]``. ``"done"``/``"terminated"``/``"truncated"``: ``[*B, 1]``.
 
