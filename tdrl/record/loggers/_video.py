@@ -146,7 +146,11 @@ def write_mp4(
 
 
 def encode_gif(frames: torch.Tensor, fps: float = 4) -> bytes:
-    """``[T, C, H, W]`` frames as the bytes of a looping GIF (Pillow)."""
+    """``[T, C, H, W]`` frames as the bytes of a looping GIF (Pillow).
+
+    Pillow merges identical consecutive frames into one longer frame: the timing is kept,
+    the frame count of a still stretch is not.
+    """
     try:
         from PIL import Image
     except ImportError as err:
