@@ -68,8 +68,8 @@ def test_wrapper_keeps_both_by_default_and_needs_rgb_array():
 
 
 def test_refused_arguments():
-    with pytest.raises(ValueError, match="frame_skip"):
-        GymEnv("TdrlCanvas-v0", frame_skip=4)
+    with pytest.raises(ValueError, match="frame_skip must be an int >= 1"):
+        GymEnv("TdrlCanvas-v0", frame_skip=0)
     with pytest.raises(TypeError, match="no env to wrap"):
         GymWrapper()
     with pytest.raises(ValueError, match="vector envs"):

@@ -31,11 +31,13 @@ def _rollout(env, actions: np.ndarray):
 
 
 def _assert_matches_single_envs(data, actions: np.ndarray, seed: int) -> None:
-    """Sub-env i must replay exactly what a lone env seeded ``seed + i`` produces."""
+    """Sub-env i must replay exactly what a lone env seeded ``seed + i`` produces (TorchRL's
+    set_seed resets with the seed at once: the rollout starts at the next reset)."""
     episodes_ended = 0
     for i in range(actions.shape[1]):
         single = gym.make("CartPole-v1", max_episode_steps=HORIZON)
-        obs, _ = single.reset(seed=seed + i)
+        single.reset(seed=seed + i)
+        obs, _ = single.reset()
         for t in range(T):
             np.testing.assert_array_equal(data["observation"][i, t].numpy(), obs)
             nobs, reward, term, trunc, _ = single.step(int(actions[t, i]))

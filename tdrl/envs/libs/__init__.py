@@ -11,8 +11,9 @@
 """
 
 from tdrl.envs.libs._gym_backend import gym_backend, set_gym_backend
+from tdrl.envs.libs._gym_env import GymEnv
 from tdrl.envs.libs._gym_spaces import space_to_spec
-from tdrl.envs.libs._gymnasium import GymEnv, GymWrapper
+from tdrl.envs.libs._gymnasium import GymWrapper
 from tdrl.envs.libs._pettingzoo import PettingZooEnv, PettingZooWrapper
 from tdrl.envs.libs._vmas import VmasEnv, VmasWrapper
 

@@ -90,7 +90,8 @@ class GymRows:
     @staticmethod
     def possible(owner: GymWrapper) -> bool:
         """Whether ``owner`` can have a writer at all (one env, a Box observation, a Discrete
-        or Box action, no info entries, no pixels, on the cpu, the wrapper's own methods)."""
+        or Box action, no info entries, no pixels, no frame skip, on the cpu, the wrapper's own
+        methods)."""
         from tdrl.envs.libs._gymnasium import GymWrapper
 
         return not (
@@ -99,6 +100,7 @@ class GymRows:
             or owner._info.specs
             or owner._obs_is_dict
             or owner._same_step
+            or owner.wrapper_frame_skip != 1
             or owner.run_type_checks
             or owner.validate
             or (owner.device is not None and owner.device.type != "cpu")
@@ -142,7 +144,7 @@ class GymRows:
 
     def reset(self, row: int) -> None:
         """Resets the env into row ``row`` of the root buffers."""
-        obs, _ = self._env.reset(seed=self._owner._take_seed())
+        obs, _ = self._env.reset()
         self._check(obs, "reset")
         self._root_obs[row] = obs
         for flag in self._root_flags:

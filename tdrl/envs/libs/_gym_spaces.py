@@ -71,11 +71,13 @@ class _BoxCodec(Codec):
         shape = (*batch, *(space.shape or (1,)))
         low = torch.as_tensor(np.asarray(space.low, dtype=np.float64)).reshape(space.shape or (1,))
         high = torch.as_tensor(np.asarray(space.high, dtype=np.float64)).reshape(low.shape)
-        finite = bool(torch.isfinite(low).all() and torch.isfinite(high).all())
-        if finite and not _full_range(low, high, dtype):
-            self.spec = Bounded(low, high, shape=shape, device=device, dtype=dtype)
-        else:
+        # TorchRL: unbounded only when every bound is infinite (or the dtype's whole range);
+        # a Box with some infinite bounds (CartPole's) is Bounded, its infinite bounds kept
+        unbounded = bool(torch.isinf(low).all() and torch.isinf(high).all())
+        if unbounded or _full_range(low, high, dtype):
             self.spec = Unbounded(shape=shape, device=device, dtype=dtype)
+        else:
+            self.spec = Bounded(low, high, shape=shape, device=device, dtype=dtype)
 
     def decode(self, value: Any) -> torch.Tensor:
         # np.array copies: an env that reuses its output buffer cannot rewrite past data.

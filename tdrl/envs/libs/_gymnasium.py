@@ -1,4 +1,4 @@
-"""GymWrapper and GymEnv: gymnasium envs (single or vectorised) as tdrl envs."""
+"""GymWrapper: gymnasium envs (single or vectorised) as tdrl envs (GymEnv is in ``_gym_env``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tdrl.envs.libs._gym_rows import GymRows
 from tdrl.envs.libs._gym_spaces import make_codec
 from tdrl.specs import Composite, TensorSpec, Unbounded
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymWrapper", "import_gymnasium"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
 
@@ -32,6 +32,17 @@ def import_gymnasium() -> Any:
             "Install it with `pip install tdrl[gym]`."
         ) from err
     return gymnasium
+
+
+def _check_frame_skip(owner: str, frame_skip: int | None) -> int:
+    if frame_skip is None:
+        return 1
+    if isinstance(frame_skip, bool) or not isinstance(frame_skip, int) or frame_skip < 1:
+        raise ValueError(
+            f"{owner}.__init__: frame_skip must be an int >= 1 (got {frame_skip!r}). Pass the "
+            "number of times each action is repeated, or None."
+        )
+    return frame_skip
 
 
 def _autoreset_mode(env: Any) -> str:
@@ -65,7 +76,10 @@ class GymWrapper(EnvBase):
             spec). Single envs only.
         pixels_only: with ``from_pixels``, drop the state observation (default False, TorchRL's
             ``GymWrapper`` default).
-        frame_skip: only ``None``/1 (use ``FrameSkipTransform``).
+        frame_skip: repeat each action this many times (``None``: 1), as TorchRL: the
+            observation, done flags and info are those of the last step, the reward is the sum
+            over the steps, and the repetition stops early when an episode ends (any sub-env of
+            a vector env).
         batch_size: only None or the env's own batch size.
         info_keys: info entries to copy into the data (next to the observations, in the
             observation spec): a list of keys whose specs are inferred from the info of a first
@@ -75,9 +89,13 @@ class GymWrapper(EnvBase):
         allow_done_after_reset: see :class:`~tdrl.envs.core.EnvBase`.
 
     An ``"action_mask"`` found in the reset info is always copied (as bool) and added to the
-    observation spec. ``set_seed(s)`` seeds the next reset (sub-env ``i`` of a vector env gets
-    ``s + i``, gymnasium's convention) and the action space; it returns the next seed of the
-    chain as :meth:`EnvBase.set_seed` does.
+    observation spec. ``set_seed(s)`` resets the gymnasium env with ``seed=s`` at once, as
+    TorchRL does (sub-env ``i`` of a vector env gets ``s + i``, gymnasium's convention), and
+    seeds the action space; the next ``reset`` continues from the seeded generator. It returns
+    the next seed of the chain as :meth:`EnvBase.set_seed` does.
+
+    Public attributes the wrapper lacks are read from the gymnasium env (TorchRL), e.g.
+    ``env.spec.max_episode_steps`` or ``env.unwrapped``.
 
     Examples:
         >>> import gymnasium as gym
@@ -107,11 +125,9 @@ class GymWrapper(EnvBase):
                 f"{type(self).__name__}.__init__: no env to wrap (got env=None; expected a "
                 "gymnasium.Env or VectorEnv). Pass GymWrapper(gymnasium.make(...))."
             )
-        if frame_skip not in (None, 1):
-            raise ValueError(
-                f"{type(self).__name__}.__init__: frame_skip is not supported (got "
-                f"{frame_skip!r}; expected None or 1). Add a FrameSkipTransform instead."
-            )
+        self.frame_skip = _check_frame_skip(type(self).__name__, frame_skip)
+        # the repetitions done here (GymEnv sets 1 when the gymnasium env skips frames itself)
+        self.wrapper_frame_skip = self.frame_skip
         gym = import_gymnasium()
         self.is_vector = isinstance(env, gym.vector.VectorEnv)
         batch = (int(env.num_envs),) if self.is_vector else ()
@@ -139,6 +155,7 @@ class GymWrapper(EnvBase):
         reserved += list(obs_spec.keys()) if self._obs_is_dict else ["observation"]  # type: ignore[attr-defined]
         # One reset tells which info entries exist (and their shapes and dtypes).
         _, info = env.reset()
+        self._cached = np.zeros(batch or (1,), dtype=bool)
         self.from_pixels, self.pixels_only = bool(from_pixels), bool(pixels_only)
         self._pixels: PixelReader | None = None
         if from_pixels:
@@ -152,9 +169,7 @@ class GymWrapper(EnvBase):
             reserved.append("pixels")
         self._info = InfoReader(info, info_keys, b, dev, reserved)
         self._set_specs()
-        self._pending_seed: int | None = None
         self._cache: TensorDictBase | None = None
-        self._cached = np.zeros(batch or (1,), dtype=bool)
         self._to_device = dev is not None and dev.type != "cpu"
         # the common case _step converts inline: what _observation/_flags/_finish would do
         self._simple = not (
@@ -221,22 +236,18 @@ class GymWrapper(EnvBase):
         return data
 
     # ------------------------------------------------------------------ hooks
-    def _take_seed(self) -> int | None:
-        seed, self._pending_seed = self._pending_seed, None
-        return seed
-
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         mask = None if tensordict is None else lookup(tensordict, ("_reset",))
         if mask is None:
             self._cached[:] = False
-            obs, info = self.env.reset(seed=self._take_seed())
+            obs, info = self.env.reset()
             return self._finish(self._reset_output(obs, info))
         wanted = None if not self.is_vector else mask.reshape(-1).cpu().numpy()
         if not (truthy(mask) if wanted is None else wanted.any()):
             # Nothing to reset: the base class keeps every old value.
             return self._finish(self._reset_output_zeros())
         if wanted is None:
-            obs, info = self.env.reset(seed=self._take_seed())
+            obs, info = self.env.reset()
             return self._finish(self._reset_output(obs, info))
         return self._finish(self._partial_vector_reset(wanted))
 
@@ -252,7 +263,7 @@ class GymWrapper(EnvBase):
         fresh = wanted & ~self._cached
         if fresh.any():
             options = {"reset_mask": fresh}
-            obs, info = self.env.reset(seed=self._take_seed(), options=options)
+            obs, info = self.env.reset(options=options)
             data = self._reset_output(obs, info)
         else:
             data = self._reset_output_zeros()
@@ -267,7 +278,10 @@ class GymWrapper(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         value = tensordict._tensordict.get("action") if type(tensordict) is TensorDict else None
         action = self._act_codec.encode(tensordict.get("action") if value is None else value)
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.wrapper_frame_skip == 1:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        else:
+            obs, reward, terminated, truncated, info = self._repeat(action)
         if self._simple:  # one env, one observation array: the conversions inline
             term, trunc = bool(terminated), bool(truncated)
             data = {
@@ -287,6 +301,17 @@ class GymWrapper(EnvBase):
         if self._same_step and "final_obs" in info:
             self._swap_final(data, info)
         return self._finish(data)
+
+    def _repeat(self, action: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """TorchRL's frame skip: the action ``wrapper_frame_skip`` times, rewards summed, the
+        last observation, flags and info; stops when an episode ends (any sub-env)."""
+        total: Any = 0.0
+        for _ in range(self.wrapper_frame_skip):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total = total + np.asarray(reward, dtype=np.float64)
+            if np.any(terminated) or np.any(truncated):
+                break
+        return obs, total if self.is_vector else float(total), terminated, truncated, info
 
     def _swap_final(self, data: dict[str, Any], info: Mapping[str, Any]) -> None:
         """SameStep mode: keep the reset observation of done sub-envs, return their final one."""
@@ -314,93 +339,30 @@ class GymWrapper(EnvBase):
         return GymRows.possible(self)
 
     def _set_seed(self, seed: int | None) -> None:
-        self._pending_seed = seed
+        # TorchRL resets the gymnasium env with the seed right away (the data of that reset is
+        # dropped): the next reset continues from the seeded generator.
+        self._cached[:] = False
+        self.env.reset(seed=seed)
         self.env.action_space.seed(seed)
 
     def _close(self) -> None:
         self.env.close()
 
+    def __getattr__(self, name: str) -> Any:
+        """Public attributes the wrapper lacks come from the gymnasium env (TorchRL).
 
-class GymEnv(GymWrapper):
-    """Builds a gymnasium env from its id (``gymnasium.make``/``make_vec``) and wraps it.
-
-    Args:
-        env_name: a registered id, e.g. ``"CartPole-v1"``.
-        num_envs: build a vector env of this many sub-envs (``batch_size=[num_envs]``);
-            ``None`` builds a single env (``batch_size=[]``).
-        vectorization_mode: ``"sync"`` (sub-envs in this process) or ``"async"`` (one worker
-            process per sub-env).
-        categorical_action_encoding: see :class:`GymWrapper`.
-        from_pixels: also build the env with ``render_mode="rgb_array"`` and return the rendered
-            frame as ``"pixels"`` (uint8 ``[H, W, 3]``), as TorchRL does.
-        pixels_only: with ``from_pixels``, return only ``"pixels"`` (default True, TorchRL's
-            ``GymEnv`` default); False keeps the state observation too.
-        info_keys: see :class:`GymWrapper`.
-        device: device of the data and specs.
-        **kwargs: passed to ``gymnasium.make`` (or to every sub-env of ``make_vec``), e.g.
-            ``disable_env_checker``, ``max_episode_steps``, ``render_mode``.
-
-    The vector env is built with ``autoreset_mode=Disabled``: tdrl resets done sub-envs itself.
-
-    Examples:
-        >>> env = GymEnv("CartPole-v1", num_envs=3)
-        >>> _ = env.set_seed(0)
-        >>> data = env.rollout(40, break_when_any_done=False)
-        >>> data.batch_size, data["next", "reward"].dtype
-        (torch.Size([3, 40]), torch.float32)
-        >>> env.close()
-    """
-
-    def __init__(
-        self,
-        env_name: str,
-        *,
-        num_envs: int | None = None,
-        vectorization_mode: str = "sync",
-        categorical_action_encoding: bool = False,
-        from_pixels: bool = False,
-        pixels_only: bool = True,
-        frame_skip: int | None = None,
-        info_keys: Sequence[str] | Mapping[str, TensorSpec] = (),
-        device: torch.device | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        gym = import_gymnasium()
-        if from_pixels:
-            kwargs.setdefault("render_mode", "rgb_array")
-        if num_envs is None:
-            env = gym.make(env_name, **kwargs)
-        else:
-            env = _make_vector(gym, env_name, num_envs, vectorization_mode, kwargs)
-        self.env_name = env_name
-        super().__init__(
-            env,
-            categorical_action_encoding,
-            from_pixels=from_pixels,
-            pixels_only=pixels_only,
-            frame_skip=frame_skip,
-            info_keys=info_keys,
-            device=device,
-        )
-
-
-def _make_vector(gym: Any, name: str, num_envs: int, mode: str, kwargs: dict[str, Any]) -> Any:
-    if mode not in ("sync", "async"):
-        raise ValueError(
-            f"GymEnv.__init__: unknown vectorization_mode (got {mode!r}; expected 'sync' or "
-            "'async'). Pick one of them."
-        )
-    autoreset = getattr(gym.vector, "AutoresetMode", None)
-    if autoreset is None:
-        raise RuntimeError(
-            f"GymEnv.__init__: gymnasium {gym.__version__} has no vector autoreset modes "
-            "(got no gymnasium.vector.AutoresetMode; expected gymnasium>=1.1). Upgrade gymnasium."
-        )
-    vector_kwargs = {"autoreset_mode": autoreset.DISABLED}
-    return gym.make_vec(
-        name,
-        num_envs=num_envs,
-        vectorization_mode=mode,
-        vector_kwargs=vector_kwargs,
-        **kwargs,
-    )
+        Examples:
+            >>> import gymnasium as gym
+            >>> GymWrapper(gym.make("Pendulum-v1")).spec.max_episode_steps
+            200
+        """
+        env = self.__dict__.get("env")
+        if name.startswith("_") or env is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        try:
+            return getattr(env, name)
+        except AttributeError:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}, nor has the "
+                f"gymnasium env it wraps ({type(env).__name__})"
+            ) from None

@@ -11,6 +11,7 @@ Examples:
 """
 
 from tdrl.envs.libs._gym_backend import gym_backend, set_gym_backend
-from tdrl.envs.libs._gymnasium import GymEnv, GymWrapper
+from tdrl.envs.libs._gym_env import GymEnv
+from tdrl.envs.libs._gymnasium import GymWrapper
 
 __all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
