@@ -14,6 +14,7 @@ from tdrl.envs import EnvBase, EnvCreator
 __all__ = [
     "actor_configs",
     "actor_kwargs",
+    "check_interval",
     "check_max_restarts",
     "check_unsupported",
     "collector_class_of",
@@ -25,11 +26,6 @@ _NO_SCHEME = "RayCollector syncs weights through the Ray object store, with vers
 #: argument -> (accepted values, why other values are refused)
 _UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "trust_policy": ((None, True), "tdrl never wraps or checks the policy"),
-    "max_weight_update_interval": (
-        (-1,),
-        "weights reach the actors on update_policy_weights_() (every batch with "
-        "update_after_each_batch=True)",
-    ),
     "weight_updater": ((None,), _NO_SCHEME),
     "weight_sync_schemes": ((None,), _NO_SCHEME),
     "weight_recv_schemes": ((None,), _NO_SCHEME),
@@ -62,6 +58,22 @@ def check_unsupported(owner: str, values: Mapping[str, Any]) -> None:
         >>> check_unsupported("RayCollector.__init__", {"trajs_per_batch": None})
     """
     check_supported(owner, values, _UNSUPPORTED)
+
+
+def check_interval(owner: str, interval: Any) -> int:
+    """``max_weight_update_interval``: an int >= -1 (-1: no forced update).
+
+    Examples:
+        >>> check_interval("RayCollector.__init__", 2)
+        2
+    """
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < -1:
+        raise ValueError(
+            f"{owner}: max_weight_update_interval must be an int >= -1 (got {interval!r}; "
+            "expected -1 for no forced update, or the batches an actor may collect after the "
+            "one that brought its weights). Pass e.g. 2."
+        )
+    return interval
 
 
 def collector_class_of(owner: str, collector_class: Any, workers: int) -> type:

@@ -99,7 +99,7 @@ class RayReplayBuffer:
                 f"{replay_buffer_cls!r}). Pass e.g. TensorDictReplayBuffer."
             )
         self.options = options or RayOptions()
-        self.started_ray = connect(owner, ray_init_config)
+        self.started_ray = connect(owner, ray_init_config, self.options.connect_timeout)
         config = actor_options(owner, "remote_config", remote_config, {"num_cpus": 0})
         config.setdefault("scheduling_strategy", _this_node())
         config["name"] = f"tdrl-buffer-{uuid.uuid4().hex[:8]}"

@@ -51,7 +51,11 @@ class RayCollector(BaseCollector):
     version. A batch never mixes versions, and after an update each actor delivers at most one
     batch collected with older weights (none with ``sync=True``, where every batch starts after
     the previous one was yielded). ``update_after_each_batch=True`` publishes the policy's
-    current weights before each batch.
+    current weights before each batch. ``max_weight_update_interval=k`` (k >= 0) bounds the
+    staleness without publishing every batch: an actor that delivered more than ``k`` batches
+    since its weights were last published gets the policy's current weights before its next
+    batch (TorchRL's counting: ``k + 1`` batches per published version at most; 0 publishes
+    every batch, as ``update_after_each_batch``; -1, the default, never forces one).
 
     Restarts: an actor that dies (killed, crashed, its node lost) is replaced by a new actor,
     built from the same env factories and policy, at most ``max_restarts`` times per actor
@@ -77,8 +81,7 @@ class RayCollector(BaseCollector):
     (``ray.init(**ray_init_config)``: a local instance, or the cluster the config names).
 
     The signature is TorchRL's (then tdrl's ``max_restarts`` and ``options``). Accepted at
-    their defaults only: ``trust_policy`` (also True), ``max_weight_update_interval``,
-    ``weight_updater``, ``weight_sync_schemes``, ``weight_recv_schemes``, ``trajs_per_batch``.
+    their defaults only: ``trust_policy`` (also True), ``weight_updater``, ``weight_sync_schemes``, ``weight_recv_schemes``, ``trajs_per_batch``.
 
     Args:
         create_env_fn: an env factory (cloudpickled to the actors) or one per collector.
@@ -104,6 +107,8 @@ class RayCollector(BaseCollector):
             ``scheduling_strategy``, ...), one dict or one per actor. Default ``num_cpus=1``.
         num_collectors: the number of actors (default: ``len(create_env_fn)`` for a list, else 1).
         update_after_each_batch: publish the policy's weights before each batch.
+        max_weight_update_interval: publish the policy's weights to an actor that delivered
+            more than this many batches since its last update (-1: never forced).
         replay_buffer: a :class:`RayReplayBuffer` (written by the actors) or a local tdrl
             buffer (written here); the iterator then yields ``None``.
         use_env_creator: wrap the env factories in :class:`~tdrl.envs.EnvCreator`.
@@ -170,7 +175,6 @@ class RayCollector(BaseCollector):
             owner,
             {
                 "trust_policy": trust_policy,
-                "max_weight_update_interval": max_weight_update_interval,
                 "weight_updater": weight_updater,
                 "weight_sync_schemes": weight_sync_schemes,
                 "weight_recv_schemes": weight_recv_schemes,
@@ -188,6 +192,8 @@ class RayCollector(BaseCollector):
         self.frames_per_batch, self.total_frames, self.frames = frames_per_batch, total_frames, 0
         self.split_trajs, self.postproc = bool(split_trajs), postproc
         self.update_after_each_batch = bool(update_after_each_batch)
+        self.max_weight_update_interval = _args.check_interval(owner, max_weight_update_interval)
+        self._since_update = [0] * n  # batches each actor delivered since its last update
         factories = _args.per_actor(owner, "policy_factory", policy_factory, n)
         self.policy = resolve_policy(owner, policy, factories[0])
         self._buffer_kind(owner, replay_buffer)
@@ -259,7 +265,7 @@ class RayCollector(BaseCollector):
             )
 
     def _start(self, owner: str, init: Any, spec: ActorSpec, configs: list[dict]) -> None:
-        self.started_ray = connect(owner, init)
+        self.started_ray = connect(owner, init, self.options.connect_timeout)
         self._weights = VersionedWeights(spec.num_actors)
         name = type(self).__name__  # messages name the public method that hit the problem
         self._fleet = ActorFleet(name, spec, configs, self.options, self.max_restarts, spec.writer)
@@ -293,6 +299,7 @@ class RayCollector(BaseCollector):
             raise
 
     def _answer(self, w: int, info: dict[str, Any], batch: Any) -> Any:
+        self._since_update[w] += 1
         if self._remote is not None:
             self.frames += int(info["frames"])  # stored in the buffer: it counts now
         return batch
@@ -301,6 +308,7 @@ class RayCollector(BaseCollector):
         requests, n = self._requests, self.num_workers
         if self.update_after_each_batch:
             self.update_policy_weights_()
+        self._refresh_stale(range(n))
         for w in range(n):
             if w not in requests.pending:
                 requests.submit(w)
@@ -336,7 +344,18 @@ class RayCollector(BaseCollector):
             if 0 <= self.total_frames <= coming:
                 return
             if w not in requests.pending:
+                self._refresh_stale([w])
                 requests.submit(w)
+
+    def _refresh_stale(self, workers: Any) -> None:
+        """``max_weight_update_interval``: publishes the policy's weights to the actors among
+        ``workers`` that delivered more batches than the interval since their last update."""
+        k = self.max_weight_update_interval
+        if k < 0:
+            return
+        stale = [w for w in workers if self._since_update[w] > k]
+        if stale:
+            self._push_weights(None, stale)
 
     def _drain(self) -> None:
         """Waits for the batches in flight; returned batches are dropped (as the local async
@@ -359,6 +378,8 @@ class RayCollector(BaseCollector):
             return
         new = ref if weights is None else as_weights("RayCollector", weights, ref)
         self._weights.publish(new, worker_ids)
+        for w in range(self.num_workers) if worker_ids is None else worker_ids:
+            self._since_update[w] = 0
 
     @property
     def policy_version(self) -> int:

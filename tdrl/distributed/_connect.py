@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 
-from tdrl.distributed._ray import ray
+from tdrl.distributed._ray import init_within, ray
 
 __all__ = ["connect_ray"]
 
 
-def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
+def connect_ray(
+    address: str | None = None, *, num_cpus: int | None = None, timeout: float = 30.0
+) -> bool:
     """Connects this process to Ray; returns whether this call started or joined it.
 
     Without ``address`` a new local Ray instance starts with ``num_cpus`` logical CPUs
@@ -18,8 +20,16 @@ def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> b
     ``ray start --head``. A Ray already initialised in this process is used as it is, when it is
     the cluster ``address`` names (or no address is given).
 
+    Connecting (or starting) gets ``timeout`` seconds; an explicit ``host:port`` address is
+    probed over TCP first, again and again while the time lasts, so a head node that is still
+    starting is found. (Ray alone retries an unreachable cluster for about 13 minutes.)
+
     Raises:
-        ValueError: this process is already connected to another cluster than ``address``.
+        ValueError: this process is already connected to another cluster than ``address``,
+            or ``timeout`` is not a finite number of seconds > 0.
+        TimeoutError: no connection within ``timeout``; the message names the address and
+            what was tried.
+        ConnectionError: Ray refused the address (e.g. ``"auto"`` with no cluster running).
 
     Examples:
         >>> import ray
@@ -37,8 +47,10 @@ def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> b
             )
         return False
     if address:
-        ray.init(address=address)
+        init_within("connect_ray", {"address": address}, timeout)
     else:
         # "local": a new instance, even when another one was started on this machine
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+        cpus = num_cpus or os.cpu_count() or 1
+        kwargs = {"address": "local", "num_cpus": cpus, "include_dashboard": False}
+        init_within("connect_ray", kwargs, timeout)
     return True

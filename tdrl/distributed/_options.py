@@ -22,6 +22,8 @@ class RayOptions:
         call_timeout: any other call (weights, seeds, states, buffer ``extend``/``sample``/...).
         shutdown_timeout: how long ``shutdown`` lets the actors close their envs before it
             kills them.
+        connect_timeout: connecting this process to Ray when it is not connected yet
+            (``ray_init_config``): past it a ``TimeoutError`` says what was tried.
 
     Examples:
         >>> RayOptions(batch_timeout=30.0).batch_timeout
@@ -36,6 +38,7 @@ class RayOptions:
     batch_timeout: float = 300.0
     call_timeout: float = 60.0
     shutdown_timeout: float = 10.0
+    connect_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         for field in fields(self):

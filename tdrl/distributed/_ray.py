@@ -7,7 +7,12 @@ Every other package of tdrl imports without Ray; ``import tdrl.distributed`` rai
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
+import os
 import re
+import socket
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -26,6 +31,7 @@ __all__ = [
     "ActorLost",
     "connect",
     "get",
+    "init_within",
     "kill",
     "kill_and_wait",
     "lost",
@@ -95,17 +101,19 @@ def remote_traceback(err: BaseException) -> str:
     return "".join(traceback.format_exception(type(err), err, err.__traceback__))
 
 
-def connect(owner: str, ray_init_config: Mapping[str, Any] | None) -> bool:
+def connect(owner: str, ray_init_config: Mapping[str, Any] | None, timeout: float = 30.0) -> bool:
     """Connects this process to Ray; returns whether this call started (or joined) it.
 
     Ray already initialised in this process is used as it is. Otherwise ``ray.init`` runs with
     ``ray_init_config``, with Ray's rules: it joins the cluster the config or ``RAY_ADDRESS``
     names, else a cluster started with ``ray start`` on this machine, else it starts a local
-    instance (:func:`connect_ray` always starts a new one).
+    instance (:func:`connect_ray` always starts a new one). The connection gets ``timeout``
+    seconds (see :func:`init_within`).
 
     Raises:
         ValueError: ``ray_init_config`` is given while Ray is already initialised (it could not
             be honoured).
+        TimeoutError: no connection within ``timeout`` seconds.
 
     Examples:
         >>> from tdrl.distributed import connect_ray
@@ -126,8 +134,137 @@ def connect(owner: str, ray_init_config: Mapping[str, Any] | None) -> bool:
             f"{owner}: ray_init_config must be a dict of ray.init arguments (got "
             f"{type(ray_init_config).__name__}). Pass e.g. {{'address': 'auto'}}."
         )
-    ray.init(**dict(ray_init_config or {}))
+    init_within(owner, dict(ray_init_config or {}), timeout)
     return True
+
+
+class _NoSigtermNote(logging.Filter):
+    """Drops Ray's note that a ``ray.init`` outside the main thread sets no SIGTERM handler
+    (:func:`init_within` runs it in a helper thread on purpose)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _endpoint(address: Any) -> tuple[str, int] | None:
+    """``(host, port)`` of an explicit ``host:port`` or ``ray://host:port`` address."""
+    if not isinstance(address, str):
+        return None
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _probe(endpoint: tuple[str, int], deadline: float) -> tuple[int, BaseException | None]:
+    """Opens TCP connections to ``endpoint`` until one succeeds or ``deadline`` passes;
+    returns the attempts and the last error (None: reachable)."""
+    attempts, last = 0, None
+    while True:
+        attempts += 1
+        left = deadline - time.monotonic()
+        try:
+            socket.create_connection(endpoint, timeout=max(0.1, min(left, 5.0))).close()
+            return attempts, None
+        except OSError as err:
+            last = err
+        if deadline - time.monotonic() <= 0.5:
+            return attempts, last
+        time.sleep(0.5)  # a head node that is starting: try again
+
+
+def init_within(owner: str, kwargs: Mapping[str, Any], timeout: float) -> None:
+    """``ray.init(**kwargs)`` that gives up after ``timeout`` seconds.
+
+    Ray retries a cluster it cannot reach for about 13 minutes. Here an explicit
+    ``host:port`` address is first probed with TCP connections (again every 0.5 s while the
+    time lasts: a head node may be starting), then ``ray.init`` joins the cluster in a helper
+    thread that this call waits for until the time is up. An attempt given up on goes on in the
+    background and disconnects if it ever connects, so the process is left unconnected.
+
+    Starting a new local instance (``address`` None or ``"local"``) runs in the calling thread
+    and is bounded by Ray's own start-up checks, not by ``timeout``: Ray ties the processes it
+    starts to the thread that starts them, which must therefore live on.
+
+    Raises:
+        ValueError: ``timeout`` is not a finite number of seconds > 0.
+        TimeoutError: no connection within ``timeout``; the message says what was tried.
+        ConnectionError: Ray refused the address (e.g. ``"auto"`` with no cluster running).
+
+    Examples:
+        >>> import socket
+        >>> with socket.socket() as s:
+        ...     s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]  # nothing listens there
+        >>> init_within("example", {"address": f"127.0.0.1:{port}"}, 0.5)
+        Traceback (most recent call last):
+        ...
+        TimeoutError: example: no Ray cluster reachable at 127.0.0.1:... within 0.5 s ...
+    """
+    ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+    if not ok or not timeout > 0 or math.isinf(timeout):
+        raise ValueError(
+            f"{owner}: timeout must be a finite number of seconds > 0 (got {timeout!r}). Pass "
+            "e.g. 30.0."
+        )
+    deadline = time.monotonic() + timeout
+    address = kwargs.get("address")
+    if address in (None, "local") and not os.environ.get("RAY_ADDRESS"):
+        ray.init(**kwargs)  # starts a local instance: nothing to wait for over the network
+        return
+    if address in (None, "auto"):  # Ray joins the cluster RAY_ADDRESS names
+        address = os.environ.get("RAY_ADDRESS") or address
+    endpoint = _endpoint(address)
+    if endpoint is not None:
+        attempts, err = _probe(endpoint, deadline)
+        if err is not None:
+            raise TimeoutError(
+                f"{owner}: no Ray cluster reachable at {address} within {timeout:g} s (got "
+                f"{type(err).__name__}: {err} on the last of {attempts} TCP connection attempts "
+                f"to {endpoint[0]}:{endpoint[1]}; expected a Ray head node listening there). "
+                "Check the address and that `ray start --head` runs there, or pass a larger "
+                "timeout."
+            ) from None
+    _init_in_thread(owner, kwargs, deadline, timeout)
+
+
+def _init_in_thread(owner: str, kwargs: Mapping[str, Any], deadline: float, timeout: float) -> None:
+    state: dict[str, Any] = {"abandoned": False}
+    lock, finished = threading.Lock(), threading.Event()
+    note = _NoSigtermNote()
+    worker_log = logging.getLogger("ray._private.worker")
+
+    def attempt() -> None:
+        try:
+            ray.init(**kwargs)
+            state["ok"] = True
+        except BaseException as err:  # handed to the caller
+            state["error"] = err
+        with lock:
+            finished.set()
+            if state["abandoned"] and state.get("ok"):
+                ray.shutdown()  # the caller gave up on this connection: do not keep it
+
+    worker_log.addFilter(note)
+    try:
+        threading.Thread(target=attempt, name="tdrl-ray-connect", daemon=True).start()
+        finished.wait(max(0.0, deadline - time.monotonic()))
+        with lock:
+            if not finished.is_set():
+                state["abandoned"] = True
+                shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+                raise TimeoutError(
+                    f"{owner}: ray.init({shown}) did not connect within {timeout:g} s (got no "
+                    "answer from a Ray cluster there; expected the head node's GCS to answer). "
+                    "Check that the address is a Ray head node (`ray status --address ...`), "
+                    "or pass a larger timeout."
+                )
+    finally:
+        worker_log.removeFilter(note)
+    error = state.get("error")
+    if isinstance(error, BaseException):
+        if isinstance(error, ConnectionError):
+            raise ConnectionError(f"{owner}: could not connect to Ray ({error}).") from error
+        raise error
 
 
 def get(ref: Any, timeout: float, what: str) -> Any:

@@ -155,6 +155,48 @@ def test_async_batches_are_one_actor_each_and_at_most_one_stale(ray_session):
     check_traj_ids(_streams(batches, time_dim=-1))
 
 
+def test_max_weight_update_interval_publishes_to_actors_that_ran_too_many_batches(sync_pair):
+    _, _ = sync_pair  # the module's Ray set-up
+    policy = version_policy()
+    collector = RayCollector(
+        _env, policy, num_collectors=2, frames_per_batch=8, sync=True, max_weight_update_interval=1
+    )
+    with collector:
+        actions = []
+        for i, batch in zip(range(6), collector):
+            actions.append(batch["action"].unique().tolist())
+            set_policy_version(policy, float(i + 1))  # an optimizer step, never published by hand
+    # at most k + 1 = 2 batches per published version: the construction weights (0) for the
+    # first two, then the weights of the moment before batches 3 and 5
+    assert actions == [[0.0], [0.0], [2.0], [2.0], [4.0], [4.0]]
+
+
+def test_max_weight_update_interval_bounds_each_async_actors_run_of_one_version(ray_session):
+    policy = version_policy()
+    collector = RayCollector(
+        [lambda: CountingEnv(max_steps=MAX_STEPS)] * 2,
+        policy,
+        frames_per_batch=3,
+        total_frames=36,
+        max_weight_update_interval=0,
+    )
+    with collector:
+        versions: dict[int, list[int]] = {0: [], 1: []}
+        for i, batch in enumerate(collector):
+            versions[collector.last_worker].append(
+                int(batch["collector", "policy_version"].unique().item())
+            )
+            set_policy_version(policy, float(i + 1))
+    for runs in versions.values():  # interval 0: every batch of an actor brings new weights
+        assert len(runs) >= 2 and all(b > a for a, b in itertools.pairwise(runs)), versions
+
+
+@pytest.mark.parametrize("interval", [-2, 1.5, True])
+def test_max_weight_update_interval_is_checked(interval):
+    with pytest.raises(ValueError, match="max_weight_update_interval must be an int >= -1"):
+        RayCollector(_env, frames_per_batch=4, max_weight_update_interval=interval)
+
+
 def test_actors_can_run_a_multisync_collector_and_fill_a_local_buffer(ray_session):
     rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), sampler=SamplerWithoutReplacement())
     with RayCollector(
@@ -246,7 +288,6 @@ def test_torchrl_arguments_are_accepted_or_refused_by_name():
         assert params[name].default == default, name
     assert params["frames_per_batch"].default is inspect.Parameter.empty
     refused = {
-        "max_weight_update_interval": 5,
         "weight_updater": object(),
         "weight_sync_schemes": {"policy": object()},
         "trajs_per_batch": 4,
