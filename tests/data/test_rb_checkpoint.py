@@ -122,7 +122,7 @@ def test_round_trip_env_time_layout(tmp_path, storage):
     loaded = make()
     loaded.loads(tmp_path / "ckpt")
     assert len(loaded) == 60 and loaded.storage.unravel_index(torch.tensor([59])).tolist() == [
-        [3, 14]
+        [14, 3]  # (time, env), as TorchRL's coordinates
     ]
     assert_same_batches(rb, loaded)
 

@@ -102,29 +102,28 @@ def test_env_time_layout(kind):
     n_env, steps = 3, 3
     value = torch.arange(n_env * steps).view(n_env, steps)  # env e, step t -> e * steps + t
     index = rb.extend(TensorDict({"v": value, "next": {"v": value + 100}}, [n_env, steps]))
-    assert index.shape == (n_env, steps) and len(rb) == 9
+    # As TorchRL: (time, env) coordinates of every step written, time-major.
+    assert index.shape == (n_env * steps, 2) and len(rb) == 9
     assert storage.capacity == 12 and storage.slots == 4
     # Every returned index holds the element it was given for.
-    assert torch.equal(storage.get(index.reshape(-1))["v"], value.reshape(-1))
-    assert torch.equal(
-        storage.unravel_index(index.reshape(-1)).view(n_env, steps, 2)[..., 0],
-        torch.arange(n_env).unsqueeze(1).expand(n_env, steps),
-    )
+    assert torch.equal(storage.get(storage.ravel_index(index))["v"], value.T.reshape(-1))
+    assert torch.equal(index[:, 1], torch.arange(n_env).repeat(steps))
     # Two more steps wrap around along time.
     more = torch.arange(6).view(n_env, 2) + 1000
     index = rb.extend(TensorDict({"v": more, "next": {"v": more + 100}}, [n_env, 2]))
     assert len(rb) == 12
-    assert torch.equal(storage.get(index.reshape(-1))["v"], more.reshape(-1))
+    assert torch.equal(storage.get(storage.ravel_index(index))["v"], more.T.reshape(-1))
     sample = rb.sample(7)
-    assert sample.batch_size == (7,) and sample["index"].shape == (7,)
+    assert sample.batch_size == (7,) and sample["index"].shape == (7, 2)
+    assert torch.equal(storage.get(storage.ravel_index(sample["index"]))["v"], sample["v"])
 
 
 def test_env_time_pytree_and_add():
     rb = ReplayBuffer(storage=LazyTensorStorage(8, ndim=2))
     rb.extend(torch.zeros(2, 3))
     index = rb.add(torch.tensor([7.0, 8.0]))  # one step for each env
-    assert index.tolist() == [6, 7]
-    assert rb.storage.get(index).tolist() == [7.0, 8.0]
+    assert index.tolist() == [[3, 0], [3, 1]]  # (time, env), as TorchRL
+    assert rb.storage.get(rb.storage.ravel_index(index)).tolist() == [7.0, 8.0]
 
 
 @pytest.mark.parametrize("kind", STORAGES)
@@ -167,8 +166,10 @@ def test_env_count_mismatch_and_too_few_dims():
         rb.extend(torch.zeros(4, 2))
     with pytest.raises(ValueError, match="too few batch dims"):
         rb.extend(torch.zeros(3))
-    with pytest.raises(ValueError, match="smaller than the number of envs"):
-        ReplayBuffer(storage=LazyTensorStorage(2, ndim=2)).extend(torch.zeros(3, 1))
+    # As TorchRL, max_size is rounded up to whole steps of every env.
+    small = ReplayBuffer(storage=LazyTensorStorage(2, ndim=2))
+    small.extend(torch.zeros(3, 1))
+    assert small.storage.max_size == 3 and len(small) == 3
 
 
 def test_non_tensor_entries_are_rejected():

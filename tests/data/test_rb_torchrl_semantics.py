@@ -317,3 +317,70 @@ def test_storage_base_accepts_compilable():
         pass
 
     assert Minimal(3, compilable=True).compilable and isinstance(Minimal(3), Storage)
+
+
+# -- ndim > 1 storages (issue 23) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [LazyTensorStorage, LazyMemmapStorage])
+def test_env_time_storages_behave_as_torchrl(make):
+    """Every expected value below is what torchrl 0.14.1 gives for the same seeded code."""
+    rb = TensorDictReplayBuffer(
+        storage=make(10, ndim=2), batch_size=5, generator=torch.Generator().manual_seed(7)
+    )
+    index = rb.extend(TensorDict(obs=torch.arange(12.0).view(3, 4), batch_size=[3, 4]))
+    assert index.tolist() == [[t, e] for t in range(4) for e in range(3)]
+    # max_size 10 over 3 envs: 4 time steps each, max_size becomes 12.
+    storage = rb.storage
+    assert (storage.max_size, len(storage), len(rb)) == (12, 12, 12)
+    assert storage.shape == (4, 3) and rb[:].shape == (3, 4)
+    assert rb[:]["obs"].tolist() == [
+        [0.0, 1.0, 2.0, 3.0],
+        [4.0, 5.0, 6.0, 7.0],
+        [8.0, 9.0, 10.0, 11.0],
+    ]
+    rb.extend(TensorDict(obs=100 + torch.arange(6.0).view(3, 2), batch_size=[3, 2]))
+    assert len(rb) == 12
+    wrapped = [[100.0, 101.0, 2.0, 3.0], [102.0, 103.0, 6.0, 7.0], [104.0, 105.0, 10.0, 11.0]]
+    assert rb[:]["obs"].tolist() == wrapped and rb[1:]["obs"].tolist() == wrapped[1:]
+    sample = rb.sample()
+    assert sample["index"].tolist() == [[3, 0], [0, 2], [1, 2], [2, 1], [3, 2]]
+    assert sample["obs"].tolist() == [3.0, 104.0, 105.0, 6.0, 11.0]
+    assert storage._storage.shape == (4, 3)  # TorchRL's attribute: [time, env], all slots
+    assert storage._storage["obs"][0].tolist() == [100.0, 102.0, 104.0]
+    plain = ReplayBuffer(
+        storage=make(7, ndim=2), batch_size=4, generator=torch.Generator().manual_seed(1)
+    )
+    plain.extend(torch.arange(6).view(2, 3))
+    assert plain.add(torch.tensor([10, 20])).tolist() == [[3, 0], [3, 1]]
+    assert plain[:].tolist() == [[0, 1, 2, 10], [3, 4, 5, 20]]
+    assert (len(plain), plain.storage.max_size) == (8, 8)
+    data, info = plain.sample(return_info=True)
+    assert data.tolist() == [4, 20, 3, 3]
+    assert [t.tolist() for t in info["index"]] == [[1, 3, 0, 0], [1, 1, 1, 1]]
+
+
+def test_env_time_priorities_take_the_sample_coordinates():
+    rb = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(8, ndim=2),
+        sampler=PrioritizedSampler(8, alpha=1.0, beta=1.0),
+        batch_size=4,
+    )
+    rb.extend(TensorDict(obs=torch.arange(6).view(2, 3), batch_size=[2, 3]))
+    sample = rb.sample()
+    sample["td_error"] = torch.zeros(4)
+    rb.update_tensordict_priority(sample)
+    rb.update_priority(torch.tensor([[2, 1]]), torch.tensor([5.0]))  # time 2 of env 1
+    assert rb.sampler.weights(torch.tensor([5])).item() == pytest.approx(5.0)
+    rb.update_priority(
+        (torch.tensor([0]), torch.tensor([1])), torch.tensor([2.0])
+    )  # TorchRL's tuple
+    assert rb.sampler.weights(torch.tensor([1])).item() == pytest.approx(2.0)
+
+
+def test_a_prioritized_sampler_smaller_than_a_rounded_up_storage_is_refused():
+    rb = ReplayBuffer(
+        storage=LazyTensorStorage(10, ndim=2), sampler=PrioritizedSampler(10, 1.0, 1.0)
+    )
+    with pytest.raises(ValueError, match="max_capacity=12"):
+        rb.extend(torch.zeros(3, 4))  # 4 steps of 3 envs: 12 elements

@@ -12,7 +12,7 @@ from tensordict import TensorDictBase
 from ._samplers import Sampler
 from ._storages import Storage
 
-__all__ = ["BufferIndexing", "TransformChain", "first_element", "pin"]
+__all__ = ["BufferIndexing", "TransformChain", "first_element", "pin", "select_first"]
 
 
 class TransformChain:
@@ -95,6 +95,9 @@ class BufferIndexing:
     def _read(self, index: torch.Tensor) -> Any:
         raise NotImplementedError
 
+    def _attach(self, data: Any, info: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
     @property
     def transform(self) -> Callable[[Any], Any] | None:
         """The transform applied to sampled batches: the only one, or a chain of several."""
@@ -138,7 +141,12 @@ class BufferIndexing:
 
         ``index`` is an int (one element, without a batch dim), a slice, a 1-D tensor or list of
         positions (negative ones count from the end), or a TensorDict key (``rb["obs"]`` is
-        ``rb[:]["obs"]``). Nothing is sampled and no ``"index"`` entry is added.
+        ``rb[:]["obs"]``). Nothing is sampled. As in TorchRL, TensorDict buffers add each
+        element's ``"index"``.
+
+        With an ``ndim > 1`` storage, ``rb[:]`` is every written step in the data's layout,
+        ``[*env, time]`` (time slots in storage order), and ``rb[index]`` is ``rb[:][index]``
+        (it selects envs), as TorchRL.
 
         Raises:
             IndexError: if a position is outside ``[-len, len)``.
@@ -154,15 +162,44 @@ class BufferIndexing:
             isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
         ):
             return self[:][index]
-        positions, single = self._positions(index, "__getitem__")
-        if not positions.numel():
-            raise IndexError(
-                f"{type(self).__name__}.__getitem__: empty selection (got {index!r} with "
-                f"len={len(self)}). Select at least one element."
-            )
-        with self._lock:
-            data = first_element(self._storage.get(positions)) if single else self._read(positions)
+        if self._storage.ndim > 1:
+            data = self._steps(index)
+        else:
+            positions, single = self._positions(index, "__getitem__")
+            if not positions.numel():
+                raise IndexError(
+                    f"{type(self).__name__}.__getitem__: empty selection (got {index!r} with "
+                    f"len={len(self)}). Select at least one element."
+                )
+            with self._lock:
+                if single:
+                    data = first_element(self._storage.get(positions))
+                else:
+                    data = self._read(positions)
+            data = self._attach(data, {"index": positions[0] if single else positions})
         return self._transforms(data) if len(self._transforms) else data
+
+    def _steps(self, index: Any) -> Any:
+        """``rb[index]`` of an ``ndim > 1`` storage: ``rb[:]`` laid out ``[*env, time]``, then
+        ``index`` applied to its first dim."""
+        with self._lock:
+            if not len(self._storage):
+                raise IndexError(
+                    f"{type(self).__name__}.__getitem__: the buffer is empty (got {index!r} with "
+                    "len=0). Extend it first."
+                )
+            data = self._storage.get_steps()  # type: ignore[attr-defined]
+        if isinstance(index, slice) and index == slice(None):
+            return data
+        if isinstance(index, bool) or not isinstance(
+            index, (int, slice, list, range, torch.Tensor)
+        ):
+            raise TypeError(
+                f"{type(self).__name__}.__getitem__: invalid index (got {type(index).__name__}; "
+                "expected an int, a slice, a 1-D tensor or list of env positions, or a key). Fix "
+                "the index."
+            )
+        return select_first(data, list(index) if isinstance(index, range) else index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """Overwrites stored elements by position (``0 .. len - 1``), as TorchRL.
@@ -231,6 +268,15 @@ class BufferIndexing:
                 )
         positions = torch.where(positions < 0, positions + n, positions)
         return positions.reshape(-1), positions.dim() == 0
+
+
+def select_first(data: Any, index: Any) -> Any:
+    """``data[index]`` along the first dim of every leaf (TensorDict, tensor or pytree)."""
+    if isinstance(data, (TensorDictBase, torch.Tensor)):
+        return data[index]
+    if isinstance(data, dict):
+        return {k: select_first(v, index) for k, v in data.items()}
+    return type(data)(select_first(v, index) for v in data)
 
 
 def first_element(data: Any) -> Any:

@@ -72,8 +72,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
     :class:`~tdrl.data.Sampler` (which elements a batch holds) and a :class:`~tdrl.data.Writer`
     (where new data goes). It holds tensors, TensorDicts or pytrees (nested dicts/lists/tuples) of
     tensors; :meth:`sample` returns the same kind of data, stacked. With ``return_info=True`` it
-    also returns an info dict: ``"index"`` (flat indices of the sampled elements) and the sampler's
-    extras (``"priority_weight"`` for :class:`~tdrl.data.PrioritizedSampler`).
+    also returns an info dict: ``"index"`` (flat indices of the sampled elements; for ``ndim > 1``
+    storages TorchRL's coordinates, one tensor per storage dim ``(time, env)``) and the
+    sampler's extras (``"priority_weight"`` for :class:`~tdrl.data.PrioritizedSampler`).
 
     Thread safety: ``extend``, ``sample`` and ``update_priority`` take a lock, so a prefetch thread
     or a collector thread may use the buffer concurrently.
@@ -256,7 +257,7 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
     # -- writing --------------------------------------------------------------------------------
 
     def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
-        """Adds a batch of elements and returns their flat indices.
+        """Adds a batch of elements and returns their indices.
 
         Args:
             data: a batch (leading dim = elements; ``[env, time]`` for ``ndim=2`` storages).
@@ -265,7 +266,8 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
 
         Returns:
             The flat index of every element, shaped like the data's leading dims (``-1`` for
-            elements a max-value writer dropped).
+            elements a max-value writer dropped). For ``ndim > 1`` storages, TorchRL's
+            ``[steps * envs, ndim]`` coordinates ``(time, env)`` of the steps written.
 
         Raises:
             ValueError: if keys, shapes or dtypes do not match the stored data (nothing is
@@ -279,14 +281,14 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
                 "from the data; call update_priority(index, priority) instead."
             )
         with self._lock:
-            return self._write(data, single=False)
+            return self._public_write_index(self._write(data, single=False))
 
     def add(self, data: Any) -> Any:
-        """Adds one element (one step per env for ``ndim=2``) and returns its flat index.
+        """Adds one element (one step per env for ``ndim=2``) and returns its index.
 
         Returns:
-            The index as an ``int`` (as TorchRL); for ``ndim=2`` storages, a tensor with the
-            index of the step of every env.
+            The index as an ``int`` (as TorchRL); for ``ndim > 1`` storages, the ``[envs, ndim]``
+            coordinates ``(time, env)`` of the step of every env.
 
         Examples:
             >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
@@ -296,6 +298,8 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         """
         with self._lock:
             index = self._write(data, single=True).squeeze(-1)
+            if self._storage.ndim > 1:
+                return self._public_write_index(index.unsqueeze(-1))
         return int(index) if index.dim() == 0 else index
 
     @property
@@ -336,6 +340,38 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             return (slots >= 0).nonzero().squeeze(1)
         return None
 
+    def _public_write_index(self, index: torch.Tensor) -> torch.Tensor:
+        """What ``extend``/``add`` return: flat indices shaped like the data for ``ndim=1``;
+        TorchRL's ``[steps * envs, ndim]`` coordinates (``(time, env)``, time-major) else."""
+        storage = self._storage
+        if storage.ndim == 1:
+            return index
+        return storage.unravel_index(index.movedim(-1, 0).reshape(-1))  # type: ignore[attr-defined]
+
+    def _public_sample_index(self, index: torch.Tensor) -> Any:
+        """The ``"index"`` of a sample: flat for ``ndim=1``; TorchRL's coordinates (one tensor
+        per storage dim, ``(time, env)``) else."""
+        if self._storage.ndim == 1:
+            return index
+        return tuple(self._storage.unravel_index(index).unbind(-1))  # type: ignore[attr-defined]
+
+    def _flat_index(self, index: Any, where: str) -> torch.Tensor:
+        """Flat indices from what ``sample``/``extend`` gave: flat ones, or for ``ndim > 1``
+        coordinates (a tuple of tensors or a ``[..., ndim]`` tensor), as TorchRL takes them."""
+        if isinstance(index, tuple):
+            index = torch.stack([torch.as_tensor(i) for i in index], -1)
+        index = torch.as_tensor(index)
+        storage = self._storage
+        if storage.ndim > 1 and index.dim() >= 2:
+            if index.shape[-1] != storage.ndim or index.is_floating_point():
+                raise ValueError(
+                    f"{where}: invalid coordinates (got a {index.dtype} tensor of shape "
+                    f"{list(index.shape)}; expected integer [..., ndim={storage.ndim}] "
+                    'coordinates). Pass the "index" of a sample.'
+                )
+            index = storage.ravel_index(index.long())  # type: ignore[attr-defined]
+        return index
+
     def _after_write(self, batch: Batch, index: torch.Tensor, keep: Any) -> None:
         """Hook run after a write (TensorDict buffers set priorities from the data)."""
 
@@ -361,7 +397,7 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             index, extra = self._sampler.sample(self._storage, batch_size, self._generator)
             data = self._read(index)
             ran_out = self._sampler.ran_out
-        info = {"index": index, **extra}
+        info = {"index": self._public_sample_index(index), **extra}
         # As TorchRL: the transforms see the index (TorchRL stores it with every element) and it
         # is set again after them, so a transform cannot drop or change it.
         data = self._attach(data, info)
@@ -448,7 +484,7 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             raise TypeError(
                 f"{name}.update_priority: the sampler has no priorities (got {type(self._sampler).__name__}; expected a PrioritizedSampler). Build the buffer with a PrioritizedSampler."
             )
-        index = torch.as_tensor(index)
+        index = self._flat_index(index, f"{name}.update_priority")
         with self._lock:
             n = len(self._storage)
             if index.numel():

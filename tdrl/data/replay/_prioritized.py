@@ -358,6 +358,15 @@ class PrioritizedSampler(Sampler):
 
     def add(self, storage: Storage, index: torch.Tensor) -> None:
         """Gives the elements at ``index`` the largest priority seen."""
+        if storage.capacity > self.max_capacity:  # ndim > 1 storages round max_size up
+            raise ValueError(
+                f"{type(self).__name__}.add: the storage holds more elements than the sampler "
+                f"tracks (got a storage of {storage.capacity} elements, max_size "
+                f"{storage.max_size}; expected at most max_capacity={self.max_capacity}). An "
+                "ndim > 1 storage rounds max_size up to whole steps of every env: build the "
+                f"sampler with max_capacity={storage.capacity}, or give the storage a max_size "
+                "that is a multiple of the number of envs."
+            )
         index = index.reshape(-1)
         weight = (self._max_priority + self.eps) ** self.alpha
         self._set(index, torch.full(index.shape, weight, dtype=torch.float64))

@@ -95,7 +95,12 @@ class RandomSampler(Sampler):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Draws ``batch_size`` indices uniformly in ``[0, len(storage))``."""
         n = check_not_empty(self, storage)
-        return torch.randint(n, (batch_size,), generator=generator), {}
+        if storage.ndim == 1:
+            return torch.randint(n, (batch_size,), generator=generator), {}
+        # As TorchRL: one draw per storage dim (time, then env), so that seeded runs match.
+        shape = storage.shape  # type: ignore[attr-defined]
+        coords = [torch.randint(size, (batch_size,), generator=generator) for size in shape]
+        return storage.ravel_index(torch.stack(coords, -1)), {}  # type: ignore[attr-defined]
 
 
 class SamplerWithoutReplacement(Sampler):

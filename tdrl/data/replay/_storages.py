@@ -3,7 +3,8 @@
 A storage holds ``max_size`` elements. Writers place data in *slots* along the storage's write
 dimension (time); samplers and users address elements with *flat indices*. For ``ndim=1`` storages
 slots and flat indices coincide. Tensor storages with ``ndim > 1`` (see
-:class:`~tdrl.data.LazyTensorStorage`) hold ``[env, time]`` layouts and use time-major flat indices.
+:class:`~tdrl.data.TensorStorage`) hold ``[env, time]`` data as TorchRL does (``[time, env]``) and
+use time-major flat indices; buffers report TorchRL's ``(time, env)`` coordinates to the user.
 """
 
 from __future__ import annotations

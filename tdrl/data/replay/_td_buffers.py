@@ -51,8 +51,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
 
     A sample is a TensorDict of batch size ``[batch_size, *element_batch]`` (elements stored
     with batch dims keep them, as in TorchRL) holding the stored entries plus
-    ``"index"`` (flat storage indices; for ``ndim=2`` storages see
-    :meth:`~tdrl.data.TensorStorage.unravel_index`) and the sampler's extras
+    ``"index"`` (flat storage indices; for ``ndim > 1`` storages TorchRL's ``[batch, ndim]``
+    coordinates, see :meth:`~tdrl.data.TensorStorage.unravel_index`) and the sampler's extras
     (``"priority_weight"`` with a :class:`~tdrl.data.PrioritizedSampler`), both repeated over
     the element batch dims. Extending with a
     sample drops those two entries. With a prioritized sampler, data that holds ``priority_key``
@@ -80,7 +80,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
     def extend(
         self, tensordicts: TensorDictBase, *, update_priority: bool | None = None
     ) -> torch.Tensor:
-        """Adds a TensorDict batch and returns the flat indices of its elements.
+        """Adds a TensorDict batch and returns the indices of its elements (as
+        :meth:`~tdrl.data.ReplayBuffer.extend`).
 
         Args:
             tensordicts: the batch (batch dims ``[N]``, or ``[env, time]`` for ``ndim=2``).
@@ -96,9 +97,10 @@ class TensorDictReplayBuffer(ReplayBuffer):
             tensor([0, 1, 2])
         """
         with self._lock:
-            return self._write(
+            index = self._write(
                 tensordicts, single=False, update_priority=update_priority is not False
             )
+            return self._public_write_index(index)
 
     def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
         """Samples a TensorDict batch that carries ``"index"`` (and the sampler's extras).
@@ -138,7 +140,13 @@ class TensorDictReplayBuffer(ReplayBuffer):
             index, priority = index[..., keep], priority[..., keep]
         self._sampler.update_priority(index, priority)
 
-    def _attach(self, data: Any, info: dict[str, torch.Tensor]) -> Any:
+    def _public_sample_index(self, index: torch.Tensor) -> Any:
+        # TorchRL stacks the coordinates of an ndim > 1 storage: "index" is [batch, ndim].
+        if self._storage.ndim == 1:
+            return index
+        return self._storage.unravel_index(index)  # type: ignore[attr-defined]
+
+    def _attach(self, data: Any, info: dict[str, Any]) -> Any:
         # Indices and weights follow the data to its device (the loss multiplies them).
         device = getattr(self._storage, "device", None)
         move = device is not None and device.type != "cpu"
@@ -146,10 +154,13 @@ class TensorDictReplayBuffer(ReplayBuffer):
         for key, value in info.items():
             if move:
                 value = value.to(device, non_blocking=True)
-            if value.dim() < len(
-                shape
-            ):  # elements with batch dims: one value per entry, as TorchRL
-                value = value.view(*value.shape, *(1,) * (len(shape) - value.dim())).expand(shape)
+            coords = self._storage.ndim if key == "index" and self._storage.ndim > 1 else 0
+            lead = value.dim() - (1 if coords else 0)
+            if lead < len(shape):  # elements with batch dims: one value per entry, as TorchRL
+                rest = (coords,) if coords else ()
+                value = value.view(*value.shape[:lead], *(1,) * (len(shape) - lead), *rest).expand(
+                    *shape, *rest
+                )
             data.set(key, value)
         return data
 
@@ -181,6 +192,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
         if not isinstance(self._sampler, PrioritizedSampler):
             self.update_priority(data.get("index"), data.get(self.priority_key))  # raises
             return
-        index = _element_index(data.get("index"))
+        where = f"{type(self).__name__}.update_tensordict_priority"
+        index = _element_index(self._flat_index(data.get("index"), where))
         priority = _reduce_priority(data.get(self.priority_key), index, self._sampler.reduction)
         self.update_priority(index, priority)

@@ -61,10 +61,13 @@ class TensorStorage(Storage):
     tensors in place and holds ``td.shape[0]`` elements from the start. The lazy subclasses
     (:class:`LazyTensorStorage`, :class:`~tdrl.data.LazyMemmapStorage`) allocate on the first
     write instead: every leaf (nested keys included) gets a ``[max_size, *leaf_shape]`` tensor.
-    With ``ndim=2`` the data is laid out ``[env, time, ...]``:
-    ``extend`` takes ``[n_env, T, ...]`` data and appends ``T`` steps to every env, the storage
-    holds ``max_size // n_env`` steps per env, and the flat index of env ``e`` at time slot ``t``
-    is ``t * n_env + e`` (see :meth:`unravel_index`). Extra TensorDict batch dims after the first
+    With ``ndim=2`` the data is laid out ``[env, time, ...]``, as TorchRL lays it out:
+    ``extend`` takes ``[n_env, T, ...]`` data and appends ``T`` steps to every env; the storage
+    is ``[time, env]`` (:attr:`shape`) with ``ceil(max_size / n_env)`` time steps, and
+    ``max_size`` becomes that many steps of every env on the first write. The flat index of env
+    ``e`` at time slot ``t`` is ``t * n_env + e``; buffers report TorchRL's coordinates
+    ``(t, e)`` (see :meth:`unravel_index`), and ``rb[:]`` is ``[env, time]``. Extra TensorDict
+    batch dims after the first
     ``ndim`` are part of each element, as in TorchRL: extending with data of batch ``[N, 10]``
     stores ``N`` elements of batch ``[10]`` (and :meth:`~tdrl.data.ReplayBuffer.add` of a
     ``[10]`` TensorDict stores one), and samples have the batch size ``[batch_size, 10]``.
@@ -129,6 +132,7 @@ class TensorStorage(Storage):
                 "max_size, or use LazyTensorStorage(max_size)."
             )
         super().__init__(max_size, compilable=compilable)
+        self._max_size_arg = max_size
         if not isinstance(ndim, int) or ndim < 1:
             raise ValueError(
                 f"{name}: invalid ndim (got {ndim!r}; expected an int >= 1). "
@@ -223,23 +227,91 @@ class TensorStorage(Storage):
         env = torch.arange(self.env_numel).view(*self._env_shape, 1)
         return slots * self.env_numel + env
 
+    @property
+    def shape(self) -> torch.Size | None:
+        """TorchRL's storage shape: ``[written time slots, *env]`` (``None`` before the first
+        write). The env dims are those of the data with the first one moved last, as TorchRL
+        lays them out (``[time, env]`` for ``ndim=2``)."""
+        if self._structure is None:
+            return None
+        return torch.Size([self._filled, *self._env_shape])
+
     def unravel_index(self, index: torch.Tensor) -> torch.Tensor:
-        """Converts flat indices to ``[..., ndim]`` coordinates ``(*env, time)``.
+        """Converts flat indices to TorchRL's ``[..., ndim]`` coordinates in :attr:`shape`
+        (``(time, env)`` for ``ndim=2``): what samples carry as ``"index"``.
 
         Examples:
             >>> s = LazyTensorStorage(8, ndim=2)
             >>> s.write_range(0, s.prepare(torch.zeros(2, 3)))
             >>> s.unravel_index(torch.tensor([0, 1, 5]))
             tensor([[0, 0],
-                    [1, 0],
-                    [1, 2]])
+                    [0, 1],
+                    [2, 1]])
         """
-        coords = [index // self.env_numel]
-        rest = index % self.env_numel
+        coords = []
+        rest = index
         for size in reversed(self._env_shape):
-            coords.insert(0, rest % size)
+            coords.append(rest % size)
             rest = rest // size
-        return torch.stack(coords[-self.ndim :], dim=-1)
+        coords.append(rest)
+        return torch.stack(coords[::-1], dim=-1)
+
+    def ravel_index(self, coords: torch.Tensor) -> torch.Tensor:
+        """Converts ``[..., ndim]`` coordinates (see :meth:`unravel_index`) to flat indices.
+
+        Examples:
+            >>> s = LazyTensorStorage(8, ndim=2)
+            >>> s.write_range(0, s.prepare(torch.zeros(2, 3)))
+            >>> s.ravel_index(torch.tensor([[0, 1], [2, 1]]))
+            tensor([1, 5])
+        """
+        if coords.dim() < 1 or coords.shape[-1] != self.ndim:
+            raise ValueError(
+                f"{type(self).__name__}.ravel_index: coordinates of the wrong shape (got "
+                f'{list(coords.shape)}; expected [..., ndim={self.ndim}]). Pass the "index" '
+                "of a sample."
+            )
+        flat = coords[..., 0]
+        for dim, size in enumerate(self._env_shape, 1):
+            flat = flat * size + coords[..., dim]
+        return flat
+
+    def storage_order(self, lead: tuple[int, ...]) -> tuple[int, ...]:
+        """The storage dims of data whose leading dims are ``lead`` (``[*env, time]``): as
+        TorchRL, the time dim is swapped with the first one (``[env, time] -> [time, env]``)."""
+        if self.ndim == 1:
+            return lead
+        return (lead[-1], *lead[1:-1], lead[0])
+
+    def get_steps(self) -> Any:
+        """Every written step in TorchRL's ``rb[:]`` layout: ``[*env, time]`` (the data's
+        layout, time slots in storage order), a copy.
+
+        Examples:
+            >>> s = LazyTensorStorage(8, ndim=2)
+            >>> s.write_range(0, s.prepare(torch.arange(6).view(2, 3)))
+            >>> s.get_steps()
+            tensor([[0, 1, 2],
+                    [3, 4, 5]])
+        """
+        assert self._structure is not None
+        leaves = [
+            buf[: self._filled]
+            .transpose(0, self.ndim - 1)
+            .clone(memory_format=torch.contiguous_format)
+            for buf in self._bufs
+        ]
+        lead = self.storage_order((self._filled, *self._env_shape))
+        return unflatten(self._structure, leaves, lead)
+
+    @property
+    def _storage(self) -> Any:
+        """TorchRL's ``storage._storage``: every allocated slot (written or not) in the
+        user's format, shaped ``[max_size // env, *env]``, sharing memory with the storage
+        (``None`` before the first write)."""
+        if self._structure is None:
+            return None
+        return unflatten(self._structure, list(self._bufs), (self._slots, *self._env_shape))
 
     # -- validation -----------------------------------------------------------------------------
 
@@ -314,7 +386,7 @@ class TensorStorage(Storage):
             leaves = [leaf.unsqueeze(self.ndim - 1) for leaf in leaves]
             if isinstance(data, TensorDictBase):
                 data = data.unsqueeze(self.ndim - 1)
-        lead = self._lead(data, leaves)
+        lead = self.storage_order(self._lead(data, leaves))
         if self._device is not None and any(leaf.device != self._device for leaf in leaves):
             leaves = [
                 leaf.to(self._device) for leaf in leaves
@@ -324,17 +396,17 @@ class TensorStorage(Storage):
         else:
             leaves = self._match_structure(structure, leaves)
         self._check_leaves(leaves, lead)
-        if self.ndim > 1:
-            leaves = [leaf.movedim(self.ndim - 1, 0) for leaf in leaves]
-        return Batch(data, lead[-1], leaves=leaves)
+        if self.ndim > 1:  # TorchRL's layout: the time dim first, swapped with the first env dim
+            leaves = [leaf.transpose(0, self.ndim - 1) for leaf in leaves]
+        return Batch(data, lead[0], leaves=leaves)
 
     def _check_leaves(self, leaves: list[torch.Tensor], lead: tuple[int, ...]) -> None:
         assert self._structure is not None
-        if lead[:-1] != self._env_shape:
+        if lead[1:] != self._env_shape:
             raise self._fail(
                 "the env dims do not match the storage",
-                list(lead[:-1]),
-                list(self._env_shape),
+                list(self.storage_order(lead)[:-1]),
+                list(self.storage_order((0, *self._env_shape))[:-1]),
                 "Extend with the same number of envs",
             )
         ndim = self.ndim
@@ -364,15 +436,15 @@ class TensorStorage(Storage):
     def _allocate_all(
         self, structure: Structure, leaves: list[torch.Tensor], lead: tuple[int, ...]
     ) -> None:
-        env_shape = tuple(lead[:-1])
-        slots = self.max_size // max(math.prod(env_shape), 1)
-        if slots < 1 or math.prod(env_shape) == 0:
+        env_shape = tuple(lead[1:])
+        if math.prod(env_shape) == 0:
             raise self._fail(
-                "max_size is smaller than the number of envs",
+                "the data has an empty env dim",
                 list(env_shape),
-                f"at most max_size={self.max_size} envs",
-                "Increase max_size",
+                "env dims of size >= 1",
+                "Extend with at least one env",
             )
+        slots = self._slots_for(env_shape)
         device = self._device or leaves[0].device
         bufs = [
             self._allocate(
@@ -391,7 +463,9 @@ class TensorStorage(Storage):
     ) -> None:
         self._structure, self._bufs, self._env_shape = structure, bufs, env_shape
         self._env_numel = math.prod(env_shape)
-        self._slots = bufs[0].shape[0] if bufs else self.max_size
+        self._slots = bufs[0].shape[0] if bufs else self._slots_for(env_shape)
+        if self.ndim > 1:  # as TorchRL: max_size rounded up to whole steps of every env
+            self.max_size = self._slots * self._env_numel
         self._device = device
         self._link_views()
         self._leaf_specs = [(buf.shape[self.ndim :], buf.dtype) for buf in bufs]
@@ -540,7 +614,12 @@ class TensorStorage(Storage):
         return state["filled"] * math.prod(env_shape), self._slots_for(env_shape)
 
     def _slots_for(self, env_shape: tuple[int, ...]) -> int:
-        return self.max_size // max(math.prod(env_shape), 1)
+        # TorchRL's capacity: max_size elements rounded up to whole time steps of every env.
+        return -(-self._max_size_arg // max(math.prod(env_shape), 1))
+
+    def config(self) -> dict[str, Any]:
+        # The max_size given (ndim > 1 rounds the live one up once the env count is known).
+        return {**super().config(), "max_size": self._max_size_arg}
 
     def _parse_state(
         self, state: dict[str, Any]
