@@ -301,8 +301,8 @@ def make_run_logger(
         ...     logger = make_run_logger("csv", d)
         ...     logger.log_scalar("eval_return", 1.0, step=10)
         ...     logger.close()
-        ...     (Path(d) / "scalars" / "eval_return.csv").read_text()
-        '10,1.0\n'
+        ...     (Path(d) / "scalars" / "eval_return.csv").read_text().splitlines()
+        ['10,1.0']
     """
     from tdrl.record.loggers import CSVLogger, MLFlowLogger, TensorboardLogger, WandbLogger
 
