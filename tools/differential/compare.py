@@ -81,21 +81,31 @@ def diff(expected: Any, got: Any, path: str = "", error_kinds: bool = False) -> 
     if te == "list":
         a, b = expected["list"], got["list"]
         if len(a) != len(b):
+            if all(isinstance(x, str) for x in a + b):
+                only_t = [x for x in a if x not in b]
+                only_d = [x for x in b if x not in a]
+                return [f"{where}: only in TorchRL {only_t}, only in tdrl {only_d}"]
             return [f"{where}: TorchRL {len(a)} items | tdrl {len(b)} items"]
-        return [line for i, (x, y) in enumerate(zip(a, b)) for line in diff(x, y, f"{path}[{i}]", error_kinds)]
+        return [
+            line
+            for i, (x, y) in enumerate(zip(a, b))
+            for line in diff(x, y, f"{path}[{i}]", error_kinds)
+        ]
     if te is None and isinstance(expected, dict) and isinstance(got, dict):
         return _diff_mapping(expected, got, path, error_kinds)
     if te is None and isinstance(expected, list) and isinstance(got, list):
         if len(expected) == len(got) and all(_close(x, y) for x, y in zip(expected, got)):
             return []
+        if all(isinstance(x, str) for x in expected + got):
+            only_t = [x for x in expected if x not in got]
+            only_d = [x for x in got if x not in expected]
+            return [f"{where}: only in TorchRL {only_t}, only in tdrl {only_d}"]
     elif _close(expected, got):
         return []
     return [f"{where}: TorchRL {short(expected)} | tdrl {short(got)}"]
 
 
-def _diff_mapping(
-    a: dict[str, Any], b: dict[str, Any], path: str, error_kinds: bool
-) -> list[str]:
+def _diff_mapping(a: dict[str, Any], b: dict[str, Any], path: str, error_kinds: bool) -> list[str]:
     lines = []
     missing = [k for k in a if k not in b]
     extra = [k for k in b if k not in a]

@@ -36,9 +36,11 @@ MODULES = {
 def load(name: str) -> SimpleNamespace:
     """The namespace of library ``name`` (``"torchrl"`` or ``"tdrl"``)."""
     if name not in MODULES:
-        raise ValueError(f"lib.load: unknown library (got {name!r}; expected one of {list(MODULES)}).")
+        raise ValueError(
+            f"lib.load: unknown library (got {name!r}; expected one of {list(MODULES)})."
+        )
     if name == "torchrl":
-        from differential.torchrl_trees import install
+        from differential.torchrl_shims import install
 
         install()
     ns = SimpleNamespace(name=name)

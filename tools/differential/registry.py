@@ -32,7 +32,9 @@ def scenario(sid: str) -> Callable[[Scenario], Scenario]:
     """Register ``f`` under the id ``sid`` (``"<area>/<name>"``, area one of ``AREAS``)."""
     area = sid.split("/", 1)[0]
     if area not in AREAS or "/" not in sid:
-        raise ValueError(f"scenario: bad id (got {sid!r}; expected '<area>/<name>', area in {list(AREAS)}).")
+        raise ValueError(
+            f"scenario: bad id (got {sid!r}; expected '<area>/<name>', area in {list(AREAS)})."
+        )
 
     def register(f: Scenario) -> Scenario:
         if sid in SCENARIOS:

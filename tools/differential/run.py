@@ -77,13 +77,30 @@ def write_recorded(results: dict[str, Any], only: list[str] | None) -> None:
         merged = {k: v for k, v in old["results"].items() if not any(k.startswith(p) for p in only)}
         merged.update(results)
         results = merged
-    doc = {
-        "generator": "tools/differential/run.py record",
-        "torchrl_version": TORCHRL_VERSION,
-        "allow": old.get("allow", {}),
-        "results": dict(sorted(results.items())),
-    }
-    RESULTS.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    RESULTS.write_text(dump(old.get("allow", {}), results))
+
+
+def dump(allow: dict[str, Any], results: dict[str, Any]) -> str:
+    """The recorded JSON: one line per scenario result (readable diffs, a small file)."""
+    head = {"generator": "tools/differential/run.py record", "torchrl_version": TORCHRL_VERSION}
+    lines = ["{"]
+    lines += [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
+    lines.append(' "allow": {')
+    items = sorted(allow.items())
+    lines += [
+        f"  {json.dumps(k)}: {json.dumps(v)}{',' if i < len(items) - 1 else ''}"
+        for i, (k, v) in enumerate(items)
+    ]
+    lines.append(" },")
+    lines.append(' "results": {')
+    items = sorted(results.items())
+    lines += [
+        f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
+        f"{',' if i < len(items) - 1 else ''}"
+        for i, (k, v) in enumerate(items)
+    ]
+    lines += [" }", "}"]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -111,7 +128,9 @@ def main() -> None:
         )
         got = run_sub(TDRL_PYTHON, "tdrl", args.only)
         if args.only:
-            expected = {k: v for k, v in expected.items() if any(k.startswith(p) for p in args.only)}
+            expected = {
+                k: v for k, v in expected.items() if any(k.startswith(p) for p in args.only)
+            }
         print(report(expected, got, recorded.get("allow", {}), args.error_kinds))
 
 

@@ -26,15 +26,21 @@ def count_env_class(lib: Any) -> type:
     data = lib.data
 
     class CountEnv(lib.envs.EnvBase):
-        def __init__(self, batch_size: tuple[int, ...] = (), horizon: int = 3) -> None:
+        def __init__(
+            self,
+            batch_size: tuple[int, ...] = (),
+            horizon: int = 3,
+            dtype: torch.dtype = torch.float32,
+        ) -> None:
             super().__init__(batch_size=torch.Size(batch_size))
             bs = tuple(batch_size)
-            self.horizon = horizon + torch.arange(max(1, int(torch.Size(bs).numel()))).reshape(
-                *bs, 1
-            ).float()
+            self.obs_dtype = dtype
+            self.horizon = (
+                horizon + torch.arange(max(1, int(torch.Size(bs).numel()))).reshape(*bs, 1).float()
+            )
             self.count = torch.zeros(*bs, 1)
             self.observation_spec = data.Composite(
-                observation=data.Unbounded(shape=(*bs, 1)), shape=bs
+                observation=data.Unbounded(shape=(*bs, 1), dtype=dtype), shape=bs
             )
             self.action_spec = data.Bounded(low=-1.0, high=1.0, shape=(*bs, 1))
             self.reward_spec = data.Unbounded(shape=(*bs, 1))
@@ -54,7 +60,7 @@ def count_env_class(lib: Any) -> type:
                 self.count[mask.expand_as(self.count)] = 0.0
             zeros = torch.zeros(*self.batch_size, 1, dtype=torch.bool)
             return TensorDict(
-                observation=self.count.clone(),
+                observation=self.count.to(self.obs_dtype, copy=True),
                 done=zeros,
                 terminated=zeros.clone(),
                 truncated=zeros.clone(),
@@ -65,7 +71,7 @@ def count_env_class(lib: Any) -> type:
             self.count = self.count + 1
             terminated = self.count >= self.horizon
             return TensorDict(
-                observation=self.count.clone(),
+                observation=self.count.to(self.obs_dtype, copy=True),
                 reward=td["action"] + 0.1 * self.count,
                 done=terminated.clone(),
                 terminated=terminated,
@@ -80,8 +86,48 @@ def count_env_class(lib: Any) -> type:
     return CountEnv
 
 
-def count_env(lib: Any, batch_size: tuple[int, ...] = (), horizon: int = 3) -> Any:
-    return count_env_class(lib)(batch_size, horizon)
+def count_env(
+    lib: Any, batch_size: tuple[int, ...] = (), horizon: int = 3, dtype: torch.dtype = torch.float32
+) -> Any:
+    return count_env_class(lib)(batch_size, horizon, dtype)
+
+
+_PIXEL_CLASSES: dict[str, type] = {}
+
+
+def pixel_env(lib: Any, batch_size: tuple[int, ...] = (2,)) -> Any:
+    """A ``CountEnv`` that also shows ``"pixels"``: uint8 ``[*batch, 6, 8, 3]`` images whose values
+    follow the count (deterministic)."""
+    if lib.name not in _PIXEL_CLASSES:
+        base = count_env_class(lib)
+
+        class PixelEnv(base):  # type: ignore[misc, valid-type]
+            def __init__(self, batch_size: tuple[int, ...]) -> None:
+                super().__init__(batch_size, 4)
+                bs = tuple(batch_size)
+                spec = self.observation_spec.clone()
+                spec["pixels"] = lib.data.Bounded(
+                    low=0, high=255, shape=(*bs, 6, 8, 3), dtype=torch.uint8
+                )
+                self.observation_spec = spec
+                self.pattern = (torch.arange(6 * 8 * 3).reshape(6, 8, 3) * 7) % 200
+
+            def _pixels(self) -> torch.Tensor:
+                count = self.count.reshape(*self.count.shape[:-1], 1, 1, 1)
+                return (self.pattern + 10 * count).clamp(0, 255).to(torch.uint8)
+
+            def _reset(self, td: Any) -> Any:
+                out = super()._reset(td)
+                out["pixels"] = self._pixels()
+                return out
+
+            def _step(self, td: Any) -> Any:
+                out = super()._step(td)
+                out["pixels"] = self._pixels()
+                return out
+
+        _PIXEL_CLASSES[lib.name] = PixelEnv
+    return _PIXEL_CLASSES[lib.name](batch_size)
 
 
 class TanhOfObs(nn.Module):
@@ -93,6 +139,25 @@ class TanhOfObs(nn.Module):
 
 def det_policy() -> TensorDictModule:
     return TensorDictModule(TanhOfObs(), in_keys=["observation"], out_keys=["action"])
+
+
+class LocScale(nn.Module):
+    """``loc, scale`` of a Gaussian policy in plain torch (the libraries' NormalParamExtractor
+    map scales differently: that is an actors scenario, kept out of the losses).
+    ``fixed_scale`` gives every action the same scale (near-deterministic samples)."""
+
+    def __init__(
+        self, seed: int, fixed_scale: float | None = None, obs: int = 3, act: int = 2
+    ) -> None:
+        super().__init__()
+        self.net = mlp([obs, 8, 2 * act], seed=seed)
+        self.fixed_scale = fixed_scale
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc, raw = self.net(obs).chunk(2, -1)
+        if self.fixed_scale is not None:
+            return loc, torch.full_like(raw, self.fixed_scale)
+        return loc, nn.functional.softplus(raw) + 0.1
 
 
 def fill_(params: Any, seed: int, scale: float = 0.3) -> None:

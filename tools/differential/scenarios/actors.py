@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import distributions as D
 
 from ..registry import capture, scenario
-from ._common import mlp, rand
+from ._common import LocScale, mlp, rand
 
 MODES = ("outside", "DETERMINISTIC", "MODE", "MEAN", "RANDOM")
 BATCH = 5
@@ -58,12 +58,8 @@ def _run_modes(lib: Any, actor: Any, action_key: str = "action") -> Any:
 
 
 def _continuous(lib: Any, dist: str, **kwargs: Any) -> Any:
-    net = TensorDictSequential(
-        TensorDictModule(mlp([3, 8, 4], seed=1), in_keys=["observation"], out_keys=["param"]),
-        TensorDictModule(
-            lib.modules.NormalParamExtractor(), in_keys=["param"], out_keys=["loc", "scale"]
-        ),
-    )
+    # plain torch loc/scale: NormalParamExtractor has its own scenario
+    net = TensorDictModule(LocScale(1), in_keys=["observation"], out_keys=["loc", "scale"])
     cls = {"Normal": D.Normal, "TanhNormal": lib.modules.TanhNormal}[dist]
     spec = lib.data.Bounded(low=-1.0, high=1.0, shape=(2,))
     return lib.modules.ProbabilisticActor(
@@ -78,9 +74,7 @@ def _continuous(lib: Any, dist: str, **kwargs: Any) -> Any:
 def _discrete(lib: Any, dist: str, **kwargs: Any) -> Any:
     net = TensorDictModule(mlp([3, 8, 4], seed=2), in_keys=["observation"], out_keys=["logits"])
     cls = {"Categorical": D.Categorical, "OneHotCategorical": lib.modules.OneHotCategorical}[dist]
-    spec = (
-        lib.data.Categorical(4) if dist == "Categorical" else lib.data.OneHot(4)
-    )
+    spec = lib.data.Categorical(4) if dist == "Categorical" else lib.data.OneHot(4)
     return lib.modules.ProbabilisticActor(
         net, in_keys=["logits"], distribution_class=cls, spec=spec, **kwargs
     )
@@ -218,3 +212,21 @@ def _(lib: Any) -> Any:
 
         out[mode] = capture(call)
     return out
+
+
+@scenario("actors/NormalParamExtractor/default")
+def _(lib: Any) -> Any:
+    x = torch.linspace(-3.0, 3.0, 8).reshape(2, 4)
+    return lib.modules.NormalParamExtractor()(x)
+
+
+@scenario("actors/NormalParamExtractor/scale_mapping=exp")
+def _(lib: Any) -> Any:
+    x = torch.linspace(-3.0, 3.0, 8).reshape(2, 4)
+    return capture(lambda: lib.modules.NormalParamExtractor(scale_mapping="exp")(x))
+
+
+@scenario("actors/NormalParamExtractor/scale_lb")
+def _(lib: Any) -> Any:
+    x = torch.linspace(-30.0, 3.0, 8).reshape(2, 4)
+    return capture(lambda: lib.modules.NormalParamExtractor(scale_lb=0.5)(x))

@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictModule
 from torch import distributions as D
 from torch import nn
 
 from ..registry import capture, scenario
-from ._common import fill_, mlp, rand
+from ._common import LocScale, fill_, mlp, rand
 
 B, OBS, ACT, N = 6, 3, 2, 4
 NETWORKS = ("actor_network", "qvalue_network", "value_network", "critic_network")
@@ -126,23 +126,6 @@ def det_actor(lib: Any) -> Any:
     return lib.modules.Actor(net, in_keys=["observation"], spec=spec)
 
 
-class LocScale(nn.Module):
-    """``loc, scale`` of a Gaussian policy in plain torch (the libraries' NormalParamExtractor
-    map scales differently: that is an actors scenario, kept out of the losses).
-    ``fixed_scale`` gives every action the same scale (near-deterministic samples)."""
-
-    def __init__(self, seed: int, fixed_scale: float | None = None) -> None:
-        super().__init__()
-        self.net = mlp([OBS, 8, 2 * ACT], seed=seed)
-        self.fixed_scale = fixed_scale
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        loc, raw = self.net(obs).chunk(2, -1)
-        if self.fixed_scale is not None:
-            return loc, torch.full_like(raw, self.fixed_scale)
-        return loc, nn.functional.softplus(raw) + 0.1
-
-
 def prob_actor(lib: Any, dist: str = "TanhNormal", fixed_scale: float | None = None) -> Any:
     net = TensorDictModule(
         LocScale(5, fixed_scale), in_keys=["observation"], out_keys=["loc", "scale"]
@@ -192,7 +175,11 @@ def _(lib: Any) -> Any:
 
 @scenario("losses/DQNLoss/no_action_space")
 def _(lib: Any) -> Any:
-    loss = lib.objectives.DQNLoss(lib.modules.QValueActor(mlp([OBS, 8, N], seed=3), in_keys=["observation"], spec=lib.data.OneHot(N)))
+    loss = lib.objectives.DQNLoss(
+        lib.modules.QValueActor(
+            mlp([OBS, 8, N], seed=3), in_keys=["observation"], spec=lib.data.OneHot(N)
+        )
+    )
     return evaluate(loss, data(discrete=True))
 
 
@@ -292,7 +279,9 @@ def _(lib: Any) -> Any:
 @scenario("losses/CQLLoss/default")
 def _(lib: Any) -> Any:
     loss = lib.objectives.CQLLoss(
-        prob_actor(lib), qnet(lib, 7), action_spec=lib.data.Bounded(low=-1.0, high=1.0, shape=(ACT,))
+        prob_actor(lib),
+        qnet(lib, 7),
+        action_spec=lib.data.Bounded(low=-1.0, high=1.0, shape=(ACT,)),
     )
     return evaluate(loss, data(), values=False)
 

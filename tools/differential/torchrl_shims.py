@@ -1,4 +1,6 @@
-"""A pure-torch stand-in for TorchRL's C++ segment trees, used only on TorchRL's side.
+"""Stand-ins that let TorchRL 0.14.1 run in the reference venv (TorchRL's side only).
+
+1. Segment trees.
 
 TorchRL 0.14.1's wheel carries a C++ extension (``torchrl._torchrl``) with the sum/min segment
 trees of ``PrioritizedSampler``; in the reference venv it fails to load against torch 2.13
@@ -7,6 +9,12 @@ rules (``alpha``, ``beta``, ``eps``, weights, max priority) are TorchRL's Python
 only store values, sum/min ranges and find where a cumulative mass falls. This module gives
 those four operations in a few lines of torch so that TorchRL's sampler runs unchanged.
 ``install()`` is a no-op when the extension loads.
+
+2. torchvision. TorchRL's ``Resize``/``CenterCrop`` call torchvision's tensor functions (pure
+torch). The only torchvision on PyPI for torch 2.13 is built against CUDA torch: its C++ ops
+(detection kernels, unused here) do not load on the reference venv's CPU torch, and its import
+then fails registering fake kernels for ``torchvision::nms``/``qnms``. Declaring their schemas first
+lets the import go through; the image functions TorchRL uses are untouched.
 """
 
 from __future__ import annotations
@@ -82,7 +90,27 @@ class MinTree64(_Tree):
         super().__init__(size, torch.float64)
 
 
-def install() -> bool:
+def install() -> None:
+    """Install both stand-ins where needed."""
+    _declare_torchvision_nms()
+    install_trees()
+
+
+NMS_SCHEMAS = {
+    "nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+}
+
+
+def _declare_torchvision_nms() -> None:
+    for name, schema in NMS_SCHEMAS.items():
+        try:
+            getattr(torch.ops.torchvision, name)  # the extension loaded: nothing to do
+        except (AttributeError, RuntimeError):
+            torch.library.define(f"torchvision::{name}", schema)
+
+
+def install_trees() -> bool:
     """Give TorchRL's prioritized sampler the stand-in trees when its extension did not load."""
     from torchrl.data.replay_buffers.samplers import prioritized
 
