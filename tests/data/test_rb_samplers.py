@@ -266,3 +266,53 @@ def test_max_value_writer_with_prioritized_sampler():
     index = rb.extend(TensorDict({"r": torch.tensor([0.0, 10.0])}, [2]))
     assert index.tolist() == [-1, 0]
     assert sampler.weights(torch.arange(3)).tolist() == [1.0, 0.5, 0.5]
+
+
+def _episodes(key):
+    """Four trajectories of 5 steps by id, two of 10 by done flag: the split tells which ruled."""
+    n = 20
+    done = torch.zeros(n, 1, dtype=torch.bool)
+    done[[9, 19]] = True
+    td = TensorDict({"obs": torch.arange(n), "next": {"done": done}}, [n])
+    if key is not None:
+        td.set(key, torch.arange(n) // 5)
+    return td
+
+
+@pytest.mark.parametrize("key", [("collector", "traj_ids"), "episode", None])
+def test_slice_sampler_without_keys_finds_the_trajectory_key_as_torchrl(tmp_path, key):
+    """Expected slices are torchrl 0.14.1's for the same seeded code."""
+    sampler = SliceSampler(slice_len=4)
+    rb = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(50),
+        sampler=sampler,
+        batch_size=8,
+        generator=torch.Generator().manual_seed(0),
+    )
+    rb.extend(_episodes(key))
+    assert sampler.traj_key is None
+    sample = rb.sample()["obs"].view(2, 4).tolist()
+    assert sampler.traj_key == key and sampler.end_key == ("next", "done")
+    expected = [[0, 1, 2, 3], [15, 16, 17, 18]] if key else [[0, 1, 2, 3], [10, 11, 12, 13]]
+    assert sample == expected
+    rb.dumps(tmp_path / "ckpt")  # the key found travels with the checkpoint
+    fresh_sampler = SliceSampler(slice_len=4)
+    fresh = TensorDictReplayBuffer(storage=LazyTensorStorage(50), sampler=fresh_sampler)
+    fresh.loads(tmp_path / "ckpt")
+    assert fresh_sampler.traj_key == key
+
+
+def test_slice_sampler_draws_trajectories_uniformly_as_torchrl():
+    """A trajectory is drawn uniformly, then a start inside it (TorchRL's rule): a 2-step-
+    window trajectory is drawn as often as a 40-window one."""
+    lengths = [5, 44]
+    ids = torch.cat([torch.full((n,), i) for i, n in enumerate(lengths)])
+    rb = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(100),
+        sampler=SliceSampler(slice_len=4, traj_key="traj"),
+        batch_size=4 * 2000,
+        generator=torch.Generator().manual_seed(0),
+    )
+    rb.extend(TensorDict({"traj": ids}, [len(ids)]))
+    share = rb.sample()["traj"].view(-1, 4)[:, 0].float().mean().item()
+    assert 0.45 < share < 0.55  # window-uniform drawing would give 41/43 = 0.95

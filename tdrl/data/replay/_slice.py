@@ -16,6 +16,10 @@ from ._storages import Storage
 __all__ = ["SliceSampler"]
 
 
+#: the trajectory-id entries a SliceSampler built without keys looks for, in order (TorchRL's).
+_AUTO_TRAJ_KEYS: tuple[Any, ...] = (("collector", "traj_ids"), "episode")
+
+
 def _stable_order(order: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Re-sorts ``order`` by ``key[order]``, keeping the previous order on ties."""
     return order[torch.sort(key[order], stable=True).indices]
@@ -39,8 +43,15 @@ class SliceSampler(Sampler):
 
     Trajectories are told apart either by a trajectory-id entry (``traj_key``) or by an end-of-
     trajectory flag (``end_key``, default ``("next", "done")``: a step with the flag set is the
-    last of its trajectory). Steps are put back in the order they were written, so trajectories
-    that wrap around the ring buffer stay whole.
+    last of its trajectory). Given neither, the first sample looks for a trajectory-id entry in
+    the storage, ``("collector", "traj_ids")`` (what collectors write) then ``"episode"``, and
+    records the one found in :attr:`traj_key` (``end_key`` otherwise), as TorchRL. Steps are put
+    back in the order they were written, so trajectories that wrap around the ring buffer stay
+    whole.
+
+    Each slice comes from a trajectory drawn uniformly (among those at least ``slice_len`` long
+    with ``strict_length``) and starts at a step drawn uniformly inside it, as in TorchRL (seeded
+    samples equal TorchRL's as long as no trajectory wraps around the ring buffer).
 
     Batched environments interleave trajectories. With an ``ndim=2`` (``[env, time]``) storage
     every env is its own stream and either key works. With data flattened into an ``ndim=1``
@@ -63,7 +74,8 @@ class SliceSampler(Sampler):
         end_key: the end-of-trajectory flag entry (default ``("next", "done")``).
         end_keys: several flag entries OR-ed together (instead of ``end_key``); entries missing
             from the storage are skipped, at least one must be present.
-        traj_key: the trajectory-id entry (instead of ``end_key``).
+        traj_key: the trajectory-id entry (instead of ``end_key``); found in the storage when
+            neither key is given (see above).
         step_key: TorchRL's step entry, read only with ``fragmented=True``.
         fragmented, ends, trajectories, pad_output, span: TorchRL options tdrl does not have;
             only their defaults are accepted.
@@ -149,6 +161,11 @@ class SliceSampler(Sampler):
             )
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = traj_key
+        self._given_traj_key = traj_key
+        # Neither key given: as TorchRL, the first sample looks for a trajectory-id entry in
+        # the storage (("collector", "traj_ids"), then "episode") and records it in traj_key;
+        # without one, end_key marks the trajectories.
+        self._auto_keys = self._traj_key_auto = traj_key is None and end_key is None
         self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
         self.end_keys = end_keys if traj_key is None else None
         self.step_key = step_key
@@ -182,6 +199,8 @@ class SliceSampler(Sampler):
     def _split(self, storage: Storage, n: int) -> tuple[torch.Tensor, ...]:
         """Returns ``(order, starts, lengths)``: storage positions grouped by trajectory in time
         order, and where each trajectory starts in ``order`` and how long it is."""
+        if self._traj_key_auto:
+            self._resolve_traj_key(storage)
         order = torch.sort(self._stamp[:n], stable=True).indices
         stream = torch.arange(n) % storage.env_numel
         if self.traj_key is not None:
@@ -199,6 +218,14 @@ class SliceSampler(Sampler):
         starts = new.nonzero().squeeze(1)
         lengths = torch.diff(starts, append=torch.tensor([n]))
         return order, starts, lengths
+
+    def _resolve_traj_key(self, storage: Storage) -> None:
+        """Records the trajectory-id entry the storage holds (TorchRL's search order)."""
+        self._traj_key_auto = False
+        for key in _AUTO_TRAJ_KEYS:
+            if _leaf(storage, key) is not None:
+                self.traj_key, self.end_keys = key, None
+                return
 
     def _ends(self, storage: Storage, n: int) -> torch.Tensor:
         """The end-of-trajectory flag of every stored element (``end_keys`` OR-ed)."""
@@ -259,30 +286,38 @@ class SliceSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Draws slices uniformly among all valid (trajectory, start) windows."""
+        """Draws a trajectory uniformly (among those long enough with ``strict_length``), then
+        a start uniformly inside it, as TorchRL."""
         n = check_not_empty(self, storage)
         num_slices, slice_len = self._shape(batch_size)
         if self._cache is None or self._cache[:2] != (self._clock, n):
             self._cache = (self._clock, n, self._split(storage, n))
         order, starts, lengths = self._cache[2]
-        windows = (lengths - slice_len + 1).clamp(min=0 if self.strict_length else 1)
-        cum = windows.cumsum(0)
-        if int(cum[-1]) == 0:
+        # As TorchRL: a trajectory drawn uniformly (among those long enough when
+        # strict_length), then a start drawn uniformly inside it.
+        eligible = (lengths >= slice_len).nonzero().squeeze(1) if self.strict_length else None
+        if eligible is not None and not eligible.numel():
             raise ValueError(
                 f"SliceSampler.sample: no trajectory is long enough (got a longest trajectory of "
                 f"{int(lengths.max())} steps; expected at least slice_len={slice_len}). Use shorter "
                 "slices, strict_length=False, or add data."
             )
-        pick = torch.randint(int(cum[-1]), (num_slices,), generator=generator)
-        traj = torch.searchsorted(cum, pick, right=True)
-        first = starts[traj] + pick - (cum[traj] - windows[traj])
-        rows = first.unsqueeze(1) + torch.arange(slice_len)
-        if self.strict_length:
-            sizes = torch.full((num_slices,), slice_len)
-        else:
-            valid = rows < (starts[traj] + lengths[traj]).unsqueeze(1)
-            rows, sizes = rows[valid], valid.sum(1)
-        index = order[rows.reshape(-1)]
+        count = lengths.numel() if eligible is None else eligible.numel()
+        traj = torch.randint(count, (num_slices,), generator=generator)
+        if eligible is not None:
+            traj = eligible[traj]
+        sizes = lengths[traj].clamp(max=slice_len)
+        offset = (
+            (
+                torch.rand(num_slices, dtype=torch.float32, generator=generator)
+                * (lengths[traj] - sizes + 1)
+            )
+            .floor()
+            .long()
+        )
+        rows = (starts[traj] + offset).unsqueeze(1) + torch.arange(slice_len)
+        rows = rows[torch.arange(slice_len) < sizes.unsqueeze(1)]
+        index = order[rows]
         return index, self._marks(storage, index, sizes)
 
     def empty(self) -> None:
@@ -295,14 +330,19 @@ class SliceSampler(Sampler):
             "num_slices": self.num_slices,
             "slice_len": self.slice_len,
             "end_key": _key_list(self.end_key),
-            "traj_key": _key_list(self.traj_key),
+            "traj_key": _key_list(self._given_traj_key),
             "strict_length": self.strict_length,
             **({"end_keys": [_key_list(k) for k in self.end_keys]} if self.end_keys else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """The write-order stamp of every element and the write clock."""
-        return {"stamp": self._stamp, "clock": self._clock}
+        """The write-order stamp of every element, the write clock, and the trajectory key
+        found by a sampler built without one (``None`` until its first sample)."""
+        state: dict[str, Any] = {"stamp": self._stamp, "clock": self._clock}
+        if self._auto_keys:
+            state["traj_key_resolved"] = not self._traj_key_auto
+            state["found_traj_key"] = _key_list(self.traj_key)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         stamp, clock = state.get("stamp"), state.get("clock")
@@ -317,7 +357,25 @@ class SliceSampler(Sampler):
                 f"{type(stamp).__name__}, clock={clock!r}; expected a 1-D int64 tensor and an "
                 "int). The checkpoint is corrupted; dump again."
             )
+        self._load_found_traj_key(state)
         self._stamp, self._clock, self._cache = stamp.clone(), clock, None
+
+    def _load_found_traj_key(self, state: dict[str, Any]) -> None:
+        if not self._auto_keys:
+            return
+        resolved, found = state.get("traj_key_resolved", False), state.get("found_traj_key")
+        if isinstance(found, list):
+            found = tuple(found)
+        if not isinstance(resolved, bool) or (
+            found is not None and (found not in _AUTO_TRAJ_KEYS or not resolved)
+        ):
+            raise CheckpointError(
+                f"{type(self).__name__}.load_state_dict: invalid trajectory key (got "
+                f"traj_key_resolved={resolved!r}, found_traj_key={found!r}; expected a bool and "
+                f"None or one of {list(_AUTO_TRAJ_KEYS)}). The checkpoint is corrupted; dump "
+                "again."
+            )
+        self.traj_key, self._traj_key_auto = found, not resolved
 
     def check_fits(self, length: int, slots: int, where: str) -> None:
         stamps = self._stamp[:length]
