@@ -162,8 +162,13 @@ def test_pickles_and_copies_without_open_files(tmp_path):
 
 def test_close_is_idempotent_and_writes_reopen(tmp_path):
     logger = CSVLogger("exp", log_dir=str(tmp_path))
+    assert logger.start() is logger and logger.client() is logger and logger.is_alive
+    assert logger.service_backend == "direct"
     logger.log_scalar("a", 1.0, step=0)
     logger.close()
     logger.close()
+    assert not logger.is_alive
+    with pytest.raises(RuntimeError, match="the logger is closed"):
+        logger.start()
     logger.experiment.add_scalar("a", 2.0, 1)
     assert (tmp_path / "exp" / "scalars" / "a.csv").read_text() == "0,1.0\n1,2.0\n"

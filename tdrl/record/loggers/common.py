@@ -130,6 +130,30 @@ class Logger(abc.ABC):
             self.log_scalar(name, value, step=step)
         return values
 
+    def start(self) -> Logger:
+        """Returns ``self``: the logger writes from this process, already started (TorchRL's
+        service API, direct backend)."""
+        if self._closed:
+            raise RuntimeError(
+                f"{type(self).__name__}.start: the logger is closed (got a closed logger; "
+                "expected an open one). Create a new logger."
+            )
+        return self
+
+    def client(self) -> Logger:
+        """Returns ``self`` (TorchRL's service API, direct backend)."""
+        return self
+
+    @property
+    def is_alive(self) -> bool:
+        """Whether the logger is open."""
+        return not self._closed
+
+    @property
+    def service_backend(self) -> str:
+        """``"direct"``: the logger writes from this process."""
+        return "direct"
+
     def flush(self) -> None:
         """Writes what the backend buffers (a no-op where nothing is buffered)."""
         flush = getattr(self.experiment, "flush", None)

@@ -31,7 +31,7 @@ def _import_mlflow(where: str) -> Any:
 class MLFlowLogger(Logger):
     """Logs to a new MLflow run of the experiment ``exp_name`` (created when missing).
 
-    The logger talks to its store through its own ``MlflowClient`` bound to ``tracking_uri``
+    The logger talks to its store through its own ``MlflowClient`` (``mlflow_client``) bound to ``tracking_uri``
     and its run id: it neither sets mlflow's global tracking URI nor starts a global active
     run, so several loggers can log side by side. ``self.experiment`` is the run
     (``experiment.info.run_id``).
@@ -88,15 +88,15 @@ class MLFlowLogger(Logger):
 
     def _create_experiment(self) -> Any:
         mlflow = _import_mlflow("MLFlowLogger.__init__")
-        self.client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
-        found = self.client.get_experiment_by_name(self.exp_name)
+        self.mlflow_client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
+        found = self.mlflow_client.get_experiment_by_name(self.exp_name)
         if found is None:
-            self.id = self.client.create_experiment(
+            self.id = self.mlflow_client.create_experiment(
                 self.exp_name, artifact_location=self.artifact_location, tags=self.tags
             )
         else:
             self.id = found.experiment_id
-        run = self.client.create_run(self.id, run_name=self.exp_name)
+        run = self.mlflow_client.create_run(self.id, run_name=self.exp_name)
         self.run_id = run.info.run_id
         return run
 
@@ -104,7 +104,7 @@ class MLFlowLogger(Logger):
         """Logs a metric value at ``step`` (0 when None, MLflow's default)."""
         if isinstance(value, torch.Tensor):
             value = value.item()
-        self.client.log_metric(self.run_id, name, float(value), step=step)
+        self.mlflow_client.log_metric(self.run_id, name, float(value), step=step)
 
     def log_metrics(
         self,
@@ -119,7 +119,7 @@ class MLFlowLogger(Logger):
         values = metrics_to_python(metrics, keys_sep=keys_sep)
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, step or 0) for k, v in values.items()]
-        self.client.log_batch(self.run_id, metrics=batch)
+        self.mlflow_client.log_batch(self.run_id, metrics=batch)
         return values
 
     def log_video(
@@ -153,19 +153,19 @@ class MLFlowLogger(Logger):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, file_name.replace("/", "_"))
             write_mp4(path, video, fps)
-            self.client.log_artifact(self.run_id, path, "videos")
+            self.mlflow_client.log_artifact(self.run_id, path, "videos")
 
     def log_hparams(self, cfg: Any) -> None:
         """Logs the entries of ``cfg`` as the run's parameters (values as strings)."""
         from mlflow.entities import Param
 
         params = [Param(str(k), str(v)) for k, v in self._to_container(cfg).items()]
-        self.client.log_batch(self.run_id, params=params)
+        self.mlflow_client.log_batch(self.run_id, params=params)
 
     def log_str(self, name: str, value: str, step: int | None = None) -> None:
         """Logs ``value`` as a text artifact ``<name>[_<step>].txt``."""
         suffix = f"_{step}" if step is not None else ""
-        self.client.log_text(self.run_id, value, f"{name}{suffix}.txt")
+        self.mlflow_client.log_text(self.run_id, value, f"{name}{suffix}.txt")
 
     def log_histogram(self, name: str, data: Sequence[Any], **kwargs: Any) -> None:
         """Not available in MLflow (TorchRL's behaviour).
@@ -182,7 +182,7 @@ class MLFlowLogger(Logger):
         """MLflow writes each call at once: nothing to flush."""
 
     def _close(self) -> None:
-        self.client.set_terminated(self.run_id)
+        self.mlflow_client.set_terminated(self.run_id)
 
     def __repr__(self) -> str:
         return f"MLFlowLogger(experiment={self.experiment!r})"
