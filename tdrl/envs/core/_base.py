@@ -11,6 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 from tdrl.envs.core._checks import EnvChecks
 from tdrl.envs.core._fast import all_true, lookup, put, set_next, truthy, update_flat
 from tdrl.envs.core._keys import key_tuple
+from tdrl.envs.core._module_api import ModuleMethods
 from tdrl.envs.core._reset import ResetPlan
 from tdrl.envs.core._rollout import (
     action_policy,
@@ -28,7 +29,7 @@ __all__ = ["EnvBase"]
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
 
-class EnvBase(SpecOwner, EnvChecks):
+class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
     """Base class of environments: subclasses write ``_reset``, ``_step`` and ``_set_seed``.
 
     A subclass calls ``super().__init__(batch_size=..., device=...)``, sets its specs, and writes:

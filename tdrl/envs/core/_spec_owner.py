@@ -211,6 +211,23 @@ class SpecOwner:
             device=self.device,
         )
 
+    @property
+    def specs(self) -> Composite:
+        """Every spec in one Composite, TorchRL's layout: ``output_spec`` (observation, reward
+        and done specs) and ``input_spec`` (action and state specs).
+
+        Examples:
+            >>> from tdrl.testing import CountingEnv
+            >>> specs = CountingEnv().specs
+            >>> sorted(specs.keys()), sorted(specs["input_spec"].keys())
+            (['input_spec', 'output_spec'], ['full_action_spec', 'full_state_spec'])
+            >>> specs["output_spec", "full_observation_spec", "observation"].shape
+            torch.Size([1])
+        """
+        return Composite(
+            output_spec=self.output_spec, input_spec=self.input_spec, shape=self.batch_size
+        )
+
     def _unbatched(self, spec: TensorSpec) -> TensorSpec:
         n = len(self.batch_size)
         return spec[(0,) * n] if n else spec

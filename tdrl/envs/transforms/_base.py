@@ -169,8 +169,8 @@ class Transform(nn.Module):
             >>> from tdrl.envs.transforms import ObservationNorm, TransformedEnv
             >>> from tdrl.testing import CountingEnv
             >>> env = TransformedEnv(CountingEnv(), ObservationNorm(1.0, 2.0, out_keys="n"))
-            >>> twin = env.transform[0].clone()
-            >>> twin.container is None, twin.loc is env.transform[0].loc
+            >>> twin = env.transform.clone()
+            >>> twin.container is None, twin.loc is env.transform.loc
             (True, True)
         """
         out = copy.copy(self)

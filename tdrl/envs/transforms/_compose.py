@@ -76,6 +76,7 @@ class Compose(Transform):
             2
         """
         self._check_type(transform, "append")
+        transform.eval()  # TorchRL: transforms join a chain in eval mode
         self.transforms.append(transform)
         self._changed()
         return self
@@ -89,6 +90,7 @@ class Compose(Transform):
             'InitTracker'
         """
         self._check_type(transform, "insert")
+        transform.eval()
         self.transforms.insert(index, transform)
         self._changed()
         return self

@@ -112,11 +112,19 @@ class TransformedEnv(EnvBase):
         )
         if transform is None:
             transform = Compose()
-        elif not isinstance(transform, Compose):
-            transform = Compose(transform)
+        elif not isinstance(transform, Transform):
+            raise TypeError(
+                f"TransformedEnv.__init__: transform must be a Transform (got "
+                f"{type(transform).__name__}). Wrap your function in a Transform subclass whose "
+                "_call applies it."
+            )
         if device is not None and torch.device(device) != env.device:
-            transform = Compose(DeviceCastTransform(device), *transform)
-        self._transform = transform
+            given = list(transform) if isinstance(transform, Compose) else [transform]
+            transform = Compose(DeviceCastTransform(device), *given)
+        # As in TorchRL, env.transform is the transform given (a single one stays single) and
+        # the transforms of an env run in eval mode (env.train() switches them).
+        transform.eval()
+        self._transform: Transform = transform
         self._rebuild()
 
     @property
@@ -126,12 +134,39 @@ class TransformedEnv(EnvBase):
 
     # ------------------------------------------------------------------ transforms
     @property
-    def transform(self) -> Compose:
-        """The transforms, as a Compose (index it: ``env.transform[0]``)."""
+    def transform(self) -> Transform:
+        """The transform given, as in TorchRL: a single transform, or a Compose (index it:
+        ``env.transform[0]``). ``append_transform``/``insert_transform`` on an env holding a
+        single transform replace it by a Compose holding it.
+
+        Examples:
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> t = StepCounter()
+            >>> env = TransformedEnv(CountingEnv(), t)
+            >>> env.transform is t
+            True
+            >>> env.append_transform(StepCounter(step_count_key="n")).transform[0] is t
+            True
+        """
         return self._transform
+
+    def _edit(self, edit: Any) -> None:
+        """Runs ``edit`` on the transforms as a Compose: a single transform is first wrapped
+        in one (TorchRL). An attached Compose rebuilds the env itself when edited."""
+        if isinstance(self._transform, Compose):
+            edit(self._transform)
+            return
+        compose = Compose(self._transform)
+        edit(compose)
+        self._transform = compose
+        self._rebuild()
 
     def append_transform(self, transform: Transform) -> TransformedEnv:
         """Appends a transform after the existing ones, recomputes the specs, returns ``self``.
+
+        As in TorchRL, an env holding a single transform then holds a Compose of both (the
+        transform keeps its place, its parent and its state).
 
         Examples:
             >>> from tdrl.envs.transforms import StepCounter
@@ -142,8 +177,16 @@ class TransformedEnv(EnvBase):
             >>> "step_count" in env.observation_keys
             True
         """
-        self._transform.append(transform)
+        self._check_new(transform, "append_transform")
+        self._edit(lambda compose: compose.append(transform))
         return self
+
+    def _check_new(self, transform: Any, method: str) -> None:
+        if not isinstance(transform, Transform):
+            raise TypeError(
+                f"TransformedEnv.{method}: expected a Transform (got {type(transform).__name__})."
+                " Wrap your function in a Transform subclass whose _call applies it."
+            )
 
     def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
         """Inserts a transform before position ``index``, recomputes the specs, returns ``self``.
@@ -157,7 +200,8 @@ class TransformedEnv(EnvBase):
             >>> [type(t).__name__ for t in env.transform]
             ['InitTracker', 'StepCounter']
         """
-        self._transform.insert(index, transform)
+        self._check_new(transform, "insert_transform")
+        self._edit(lambda compose: compose.insert(index, transform))
         return self
 
     def _owns(self, t: Transform) -> bool:
@@ -214,7 +258,7 @@ class TransformedEnv(EnvBase):
         self._attached_ids = {id(n) for n in nodes}
         for node in nodes:
             node._attach(self, None)
-        self._flat = self._transform.leaves()
+        self._flat = [n for n in nodes if not isinstance(n, Compose)]
         self._compute_specs()
 
     def _compute_specs(self) -> None:
@@ -497,12 +541,39 @@ class TransformedEnv(EnvBase):
     def _close(self) -> None:
         self.base_env.close()
 
+    # ------------------------------------------------------------------ nn.Module methods
+    def _env_children(self) -> list[Any]:
+        return [self.base_env, self._transform]
+
+    def train(self, mode: bool = True) -> TransformedEnv:
+        """Sets the transforms' training mode (TorchRL: the env and its base env keep theirs);
+        returns ``self``. ``eval()`` is ``train(False)``.
+
+        Examples:
+            >>> from tdrl.envs.transforms import StepCounter
+            >>> from tdrl.testing import CountingEnv
+            >>> env = TransformedEnv(CountingEnv(), StepCounter())
+            >>> env.transform.training, env.train().transform.training
+            (False, True)
+        """
+        if not isinstance(mode, bool):
+            raise ValueError(
+                f"TransformedEnv.train: mode must be a bool (got {mode!r}; expected True or "
+                "False). Call env.train() or env.eval()."
+            )
+        self._transform.train(mode)
+        return self
+
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The transforms' state (running statistics, normalisation constants).
+        """The transforms' state (running statistics, normalisation constants): the
+        ``state_dict`` of ``env.transform`` (takes ``nn.Module.state_dict``'s arguments).
+
+        As in TorchRL, the keys of a single transform are its own (``"loc"``), those of a
+        Compose are prefixed (``"transforms.0.loc"``).
 
         Examples:
             >>> import torch
-            >>> from tdrl.envs.transforms import Transform
+            >>> from tdrl.envs.transforms import Compose, Transform
             >>> from tdrl.testing import CountingEnv
             >>> class Shift(Transform):
             ...     def __init__(self):
@@ -510,11 +581,12 @@ class TransformedEnv(EnvBase):
             ...         self.register_buffer("shift", torch.ones(1))
             ...     def _apply_transform(self, value):
             ...         return value + self.shift
-            >>> env = TransformedEnv(CountingEnv(), Shift())
-            >>> env.state_dict()
-            {'transforms.0.shift': tensor([1.])}
+            >>> dict(TransformedEnv(CountingEnv(), Shift()).state_dict())
+            {'shift': tensor([1.])}
+            >>> list(TransformedEnv(CountingEnv(), Compose(Shift())).state_dict())
+            ['transforms.0.shift']
         """
-        return dict(self._transform.state_dict(*args, **kwargs))
+        return self._transform.state_dict(*args, **kwargs)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
         """Loads what :meth:`state_dict` returned into the transforms.
@@ -526,8 +598,8 @@ class TransformedEnv(EnvBase):
             >>> _ = a.rollout(3)
             >>> b = TransformedEnv(CountingEnv(), VecNorm("observation", "n", decay=1.0))
             >>> _ = b.load_state_dict(a.state_dict())
-            >>> b.transform[0].count_0.tolist()
-            [4.0]
+            >>> b.transform.loc["observation"].tolist()
+            [1.5]
         """
         return self._transform.load_state_dict(state_dict, strict=strict)
 

@@ -68,7 +68,10 @@ class ObservationNorm(Transform):
                 f"ObservationNorm.__init__: loc and scale go together (got loc={loc}, scale="
                 f"{scale}; expected both or neither). Pass both, or neither and call init_stats."
             )
-        self.standard_normal = bool(standard_normal)
+        # TorchRL keeps the flag as a buffer: state dicts hold "standard_normal", "loc" and
+        # "scale" (in that order). The hot path reads a python copy, refreshed on loading.
+        self.register_buffer("standard_normal", torch.tensor(bool(standard_normal)))
+        self._standard = bool(standard_normal)
         if eps is None:
             floating = isinstance(scale, torch.Tensor) and scale.dtype.is_floating_point
             eps = torch.finfo(scale.dtype).eps if floating else 1e-6  # type: ignore[union-attr]
@@ -97,13 +100,13 @@ class ObservationNorm(Transform):
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         loc, scale = self._constants("_apply_transform")
-        if self.standard_normal:
+        if self._standard:
             return _same_float(torch.sub(value, loc).div_(scale), value)
         return _same_float(torch.mul(value, scale).add_(loc), value)
 
     def _inv_apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         loc, scale = self._constants("_inv_apply_transform")
-        if self.standard_normal:
+        if self._standard:
             return _same_float(torch.mul(value, scale).add_(loc), value)
         return _same_float(torch.sub(value, loc).div_(scale), value)
 
@@ -163,8 +166,8 @@ class ObservationNorm(Transform):
             >>> from tdrl.envs.transforms import TransformedEnv
             >>> from tdrl.testing import TransformTestEnv
             >>> env = TransformedEnv(TransformTestEnv((8,)), ObservationNorm(out_keys="normed"))
-            >>> env.transform[0].init_stats(160, reduce_dim=(0, 1), cat_dim=1)
-            >>> env.transform[0].loc.shape
+            >>> env.transform.init_stats(160, reduce_dim=(0, 1), cat_dim=1)
+            >>> env.transform.loc.shape
             torch.Size([3])
         """
         reduce, cat_dim = self._check_init_args(reduce_dim, cat_dim, key)
@@ -187,7 +190,7 @@ class ObservationNorm(Transform):
         scale = data.std(dims, keepdim=True)
         drop = [d for d in dims if d not in keep]
         loc, scale = loc.squeeze(tuple(drop)), scale.squeeze(tuple(drop))
-        if not self.standard_normal:
+        if not self._standard:
             scale = 1 / scale.clamp_min(self.eps)
             loc = -loc * scale
         if not (torch.isfinite(loc).all() and torch.isfinite(scale).all()):
@@ -233,9 +236,10 @@ class ObservationNorm(Transform):
             if getattr(self, name) is None and prefix + name in state_dict:
                 setattr(self, name, torch.empty_like(state_dict[prefix + name]))
         super()._load_from_state_dict(state_dict, prefix, *args)
+        self._standard = bool(self._buffers["standard_normal"])
 
     def extra_repr(self) -> str:
-        return f"standard_normal={self.standard_normal}, {super().extra_repr()}"
+        return f"standard_normal={self._standard}, {super().extra_repr()}"
 
 
 def _as_tensor(value: float | torch.Tensor) -> torch.Tensor:

@@ -6,26 +6,36 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
+from tdrl.envs.transforms._compose import Compose
+from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._utils import KeysArg
+from tdrl.envs.transforms._vec_norm_state import STATS, export_stats, import_stats, out_dtype
 from tdrl.specs import Composite, Unbounded
 
 __all__ = ["VecNorm"]
 
 
 class VecNorm(Transform):
-    """Normalises entries by a running mean and variance: ``(x - mean) / sqrt(var + eps)``.
+    """Normalises entries by a running mean and std: ``(x - loc) / scale`` (TorchRL's formula).
 
     Per entry and feature (the dims after the env batch dims; agents keep their own
     statistics) the transform keeps decayed sums ``S = decay * S + sum(x)``,
     ``Q = decay * Q + sum(x ** 2)`` and counts ``N = decay * N + n`` over the batch, updated
     with every step's data and, on reset, with the data of the members (groups, agents) that
-    reset only; ``mean = S / N`` and ``var = Q / N - mean ** 2``. Each value is normalised
-    with the statistics that include it. Frozen, the statistics do not change. The statistics
-    (float64) are in ``state_dict``. Outside an env, :meth:`forward` does the same on the keys
+    reset only; ``loc = S / N`` and ``scale = sqrt(max(Q / N - loc ** 2, eps))`` (then at
+    least ``eps``), as in TorchRL. Each value is normalised with the statistics that include
+    it. Frozen, the statistics do not change. :attr:`loc` and :attr:`scale` give them as
+    TensorDicts keyed by the ``in_keys``, and :meth:`to_observation_norm` a fixed
+    :class:`ObservationNorm` for evaluation envs.
+
+    ``state_dict()`` holds TorchRL's entry ``"_extra_state"``: a dict with
+    ``"<key>_sum"``, ``"<key>_ssq"`` and ``"<key>_count"`` per entry (nested keys joined with
+    ``"-<.>-"``), kept in float64 with per-feature counts; TorchRL's float32 values and
+    one-element counts load too. Outside an env, :meth:`forward` does the same on the keys
     as given, as in TorchRL: it updates the statistics (unless frozen), then normalises; the
     first call sizes them from the data (the dims after the tensordict's batch dims).
 
@@ -48,10 +58,13 @@ class VecNorm(Transform):
         >>> from tdrl.testing import TransformTestEnv
         >>> env = TransformedEnv(TransformTestEnv((16,)), VecNorm("observation", "normed", decay=1.0))
         >>> td = env.rollout(3)
-        >>> env.transform[0].count_0.tolist()  # 16 rows at the reset, then 16 per step
-        [64.0, 64.0, 64.0]
-        >>> td["next", "normed"].shape, env.transform[0].freeze().frozen
-        (torch.Size([16, 3, 3]), True)
+        >>> state = env.state_dict()["_extra_state"]
+        >>> state["observation_count"].tolist()  # 16 rows at the reset, then 16 per step
+        [64.0]
+        >>> td["next", "normed"].shape, env.transform.loc["observation"].shape
+        (torch.Size([16, 3, 3]), torch.Size([3]))
+        >>> env.transform.freeze().frozen
+        True
     """
 
     def __init__(
@@ -101,9 +114,11 @@ class VecNorm(Transform):
         self.shapes = None if shapes is None else [torch.Size(s) for s in shapes]
         self.frozen = frozen
         self._batch_ndim = 0
+        self._dtypes: dict[int, torch.dtype] = {}
         for i in range(len(self.in_keys)):
-            for name in ("sum", "sumsq", "count"):
-                self.register_buffer(f"{name}_{i}", None)
+            for name in STATS:
+                # not persistent: the state dict holds them under TorchRL's names (_extra_state)
+                self.register_buffer(f"{name}_{i}", None, persistent=False)
 
     def freeze(self) -> VecNorm:
         """Stops updating the statistics (evaluation); returns ``self``.
@@ -134,26 +149,29 @@ class VecNorm(Transform):
         for i, key in enumerate(self.in_keys):
             leaf = next((s[key] for s in specs if key in s), None)
             if leaf is not None and getattr(self, f"sum_{i}") is None:
-                self._init_stats(i, leaf.shape[self._batch_ndim :])
+                self._init_stats(i, leaf.shape[self._batch_ndim :], leaf.dtype)
 
     def _keep_keys(self, keep: list[int]) -> None:
         """Keeps the keys (and their statistics) at ``keep``, renumbering the buffers."""
-        stats = [[getattr(self, f"{n}_{i}") for n in ("sum", "sumsq", "count")] for i in keep]
+        stats = [[getattr(self, f"{n}_{i}") for n in STATS] for i in keep]
+        dtypes = {j: self._dtypes[i] for j, i in enumerate(keep) if i in self._dtypes}
         for i in range(len(self.in_keys)):
-            for name in ("sum", "sumsq", "count"):
+            for name in STATS:
                 delattr(self, f"{name}_{i}")
         self.in_keys = [self.in_keys[i] for i in keep]
         self.out_keys = [self.out_keys[i] for i in keep]
+        self._dtypes = dtypes
         for j, values in enumerate(stats):
-            for name, value in zip(("sum", "sumsq", "count"), values):
-                self.register_buffer(f"{name}_{j}", value)
+            for name, value in zip(STATS, values):
+                self.register_buffer(f"{name}_{j}", value, persistent=False)
 
-    def _init_stats(self, i: int, feature_shape: torch.Size) -> None:
+    def _init_stats(self, i: int, feature_shape: torch.Size, dtype: torch.dtype | None) -> None:
         shape = (
             feature_shape if self.shapes is None else self._shape(i, self.shapes[i], feature_shape)
         )
-        for name in ("sum", "sumsq", "count"):
+        for name in STATS:
             setattr(self, f"{name}_{i}", torch.zeros(shape, dtype=torch.float64))
+        self._dtypes[i] = out_dtype(dtype)
 
     def _shape(self, i: int, shape: torch.Size, feature_shape: torch.Size) -> torch.Size:
         if (
@@ -182,20 +200,23 @@ class VecNorm(Transform):
         return self._map_specs(reward_spec)
 
     # ------------------------------------------------------------------ statistics
-    def _stats(self, i: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _stats(self, i: int, method: str = "_stats") -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loc, scale)`` of entry ``i`` (float64): TorchRL's mean and clamped std; entries
+        never seen (count 0) get ``(0, 1)``."""
         count = getattr(self, f"count_{i}")
         if count is None:
             raise RuntimeError(
-                f"VecNorm._stats: no statistics for {self.in_keys[i]!r} yet (got none; expected a"
-                " transform attached to an env or a loaded state dict). Attach it to an env."
+                f"VecNorm.{method}: no statistics for {self.in_keys[i]!r} yet (got none; "
+                "expected a transform attached to an env, data seen or a loaded state dict). "
+                "Attach it to an env or load a state dict."
             )
         n = count.clamp_min(1e-12)
         mean = getattr(self, f"sum_{i}") / n
-        var = (getattr(self, f"sumsq_{i}") / n - mean**2).clamp_min(0.0)
+        std = (getattr(self, f"sumsq_{i}") / n - mean**2).clamp_min(self.eps).sqrt()
         seen = count > 0
         mean = torch.where(seen, mean, 0.0)
-        var = torch.where(seen, var, 1.0)
-        return mean.to(like.device), var.to(like.device)
+        std = torch.where(seen, std.clamp_min(self.eps), 1.0)
+        return mean, std
 
     def _update(self, i: int, value: torch.Tensor, mask: torch.Tensor | None) -> None:
         if self.frozen or (mask is not None and not bool(mask.any())):
@@ -215,9 +236,10 @@ class VecNorm(Transform):
             setattr(self, f"{name}_{i}", old * self.decay + new.to(old.device))
 
     def _normalize(self, i: int, value: torch.Tensor) -> torch.Tensor:
-        mean, var = self._stats(i, value)
+        mean, std = self._stats(i)
         dtype = value.dtype if value.dtype.is_floating_point else torch.float32
-        return ((value.double() - mean) / (var + self.eps).sqrt()).to(dtype)
+        out = (value.double() - mean.to(value.device)) / std.to(value.device)
+        return out.to(dtype)
 
     # ------------------------------------------------------------------ data hooks
     def _call(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -255,8 +277,8 @@ class VecNorm(Transform):
             >>> from tensordict import TensorDict
             >>> t = VecNorm("x", decay=1.0)
             >>> _ = t(TensorDict(x=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
-            >>> t.count_0.tolist(), t.sum_0.tolist()
-            ([2.0], [4.0])
+            >>> t.loc["x"].tolist(), t.scale["x"].tolist()
+            ([2.0], [1.0])
         """
         values = []
         for key in self.in_keys:
@@ -268,18 +290,91 @@ class VecNorm(Transform):
             if value is None:
                 continue
             if getattr(self, f"count_{i}") is None:
-                self._init_stats(i, value.shape[tensordict.batch_dims :])
+                self._init_stats(i, value.shape[tensordict.batch_dims :], value.dtype)
             self._update(i, value, None)
             tensordict.set(out_key, self._normalize(i, value))
         return tensordict
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
-        for i in range(len(self.in_keys)):
-            for name in ("sum", "sumsq", "count"):
-                full = f"{prefix}{name}_{i}"
-                if getattr(self, f"{name}_{i}") is None and full in state_dict:
-                    setattr(self, f"{name}_{i}", torch.empty_like(state_dict[full]))
-        super()._load_from_state_dict(state_dict, prefix, *args)
+    # ------------------------------------------------------------------ TorchRL's views
+    @property
+    def standard_normal(self) -> bool:
+        """Always ``True``: ``loc``/``scale`` standardise, ``(x - loc) / scale`` (TorchRL)."""
+        return True
+
+    @property
+    def loc(self) -> TensorDict:
+        """The running means, one entry per ``in_key`` (TorchRL's property).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> t = VecNorm("x", decay=1.0)
+            >>> _ = t(TensorDict(x=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
+            >>> t.loc["x"].tolist(), t.scale["x"].tolist()
+            ([2.0], [1.0])
+        """
+        return self._view(0, "loc")
+
+    @property
+    def scale(self) -> TensorDict:
+        """The running stds, ``sqrt(max(var, eps))``, one entry per ``in_key`` (TorchRL)."""
+        return self._view(1, "scale")
+
+    def _view(self, which: int, name: str) -> TensorDict:
+        out = TensorDict()
+        for i, key in enumerate(self.in_keys):
+            value = self._stats(i, name)[which]
+            out.set(key, value.to(self._dtypes.get(i, torch.float32)))
+        return out
+
+    def to_observation_norm(self) -> Transform:
+        """A fixed :class:`ObservationNorm` with today's ``loc``/``scale`` (TorchRL): an
+        ObservationNorm per key, in a Compose when there are several.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> t = VecNorm("x", decay=1.0)
+            >>> _ = t(TensorDict(x=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
+            >>> fixed = t.to_observation_norm()
+            >>> fixed(TensorDict(x=torch.tensor([[4.0]]), batch_size=[1]))["x"].tolist()
+            [[2.0]]
+        """
+        loc, scale = self.loc, self.scale
+        norms = [
+            ObservationNorm(loc.get(k), scale.get(k), in_keys=k, out_keys=o, standard_normal=True)
+            for k, o in zip(self.in_keys, self.out_keys)
+        ]
+        return norms[0] if len(norms) == 1 else Compose(*norms)
+
+    def denorm(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """A shallow copy of ``tensordict`` where each ``in_key`` holds its ``out_key``
+        mapped back, ``value * scale + loc`` (TorchRL; absent ``out_keys`` are skipped).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> t = VecNorm("x", "n", decay=1.0)
+            >>> td = t(TensorDict(x=torch.tensor([[1.0], [3.0]]), batch_size=[2]))
+            >>> t.denorm(td.exclude("x"))["x"].flatten().tolist()
+            [1.0, 3.0]
+        """
+        out = tensordict.copy()
+        loc, scale = self.loc, self.scale
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = out.get(out_key, None)
+            if value is not None:
+                out.set(in_key, value * scale.get(in_key) + loc.get(in_key))
+        return out
+
+    # ------------------------------------------------------------------ state dict
+    def get_extra_state(self) -> dict[str, torch.Tensor] | None:
+        """The statistics under TorchRL's names (``state_dict()["_extra_state"]``)."""
+        return export_stats(self)
+
+    def set_extra_state(self, state: Any) -> None:
+        """Loads statistics saved by :meth:`get_extra_state` or by TorchRL's VecNorm."""
+        import_stats(self, state)
 
     def extra_repr(self) -> str:
         return f"decay={self.decay}, eps={self.eps}, frozen={self.frozen}, {super().extra_repr()}"

@@ -40,7 +40,7 @@ class TestDeviceCastContract(TransformContract):
 
 def test_double_to_float_finds_every_float64_entry():
     env = TransformedEnv(TransformTestEnv((2,)), DoubleToFloat())
-    t = env.transform[0]
+    t = env.transform
     assert t.in_keys == ["obs64"] and t.in_keys_inv == ["force"]
     assert env.full_action_spec["force"].dtype == torch.float32
     assert env.full_action_spec["force"].high.dtype == torch.float32

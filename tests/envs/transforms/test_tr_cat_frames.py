@@ -85,7 +85,7 @@ def test_forward_on_a_trajectory_equals_the_env():
     )
     td = env.rollout(9, break_when_any_done=False)
     sample = td.exclude("stack", ("next", "stack"))
-    out = env.transform[0](sample.clone())  # keys as given: the root stack only
+    out = env.transform(sample.clone())  # keys as given: the root stack only
     torch.testing.assert_close(out["stack"], td["stack"])
     assert ("next", "stack") not in out.keys(True)
     both = CatFrames(4, -1, [("next", "observation"), "observation"], [("next", "s"), "s"])

@@ -8,7 +8,14 @@ from tensordict import TensorDictBase
 
 from tdrl.envs.batched import SerialEnv
 from tdrl.envs.core import EnvBase
-from tdrl.envs.transforms import InitTracker, StepCounter, Transform, TransformedEnv
+from tdrl.envs.transforms import (
+    Compose,
+    InitTracker,
+    RewardSum,
+    StepCounter,
+    Transform,
+    TransformedEnv,
+)
 from tdrl.specs import Composite, Unbounded
 from tdrl.testing import CountingEnv
 
@@ -136,3 +143,41 @@ def test_transformed_env_to_moves_its_base_env():
 
 def test_env_base_to_is_inherited():
     assert EnvBase.to is CountingEnv.to
+
+
+def test_the_transform_given_is_env_transform():
+    # TorchRL: TransformedEnv(env, t).transform is t; a Compose stays the Compose given
+    t = StepCounter(max_steps=2)
+    env = TransformedEnv(CountingEnv(), t)
+    assert env.transform is t and t.container is env and t.parent is env.base_env
+    assert env.rollout(5)["next", "step_count"].flatten().tolist() == [1, 2]
+    given = Compose(StepCounter())
+    assert TransformedEnv(CountingEnv(), given).transform is given
+    assert CountingEnv().append_transform(t2 := InitTracker()).transform is t2
+
+
+def test_append_and_insert_on_a_single_transform_make_a_compose_holding_it():
+    t = StepCounter()
+    env = TransformedEnv(CountingEnv(), t)
+    env.append_transform(RewardSum())
+    assert isinstance(env.transform, Compose) and env.transform[0] is t
+    assert t.container is env and t.parent is env.base_env
+    assert env.transform[1].parent.observation_keys == ["observation", "step_count"]
+    assert "episode_reward" in env.observation_keys
+    u = StepCounter()
+    other = TransformedEnv(CountingEnv(), u)
+    other.insert_transform(0, InitTracker())
+    assert [type(x).__name__ for x in other.transform] == ["InitTracker", "StepCounter"]
+    assert other.transform[1] is u and u.container is other
+    assert other.rollout(2)["next", "step_count"].flatten().tolist() == [1, 2]
+
+
+def test_append_and_insert_refuse_what_is_not_a_transform():
+    env = TransformedEnv(CountingEnv(), StepCounter())
+    with pytest.raises(TypeError, match=r"TransformedEnv.append_transform: expected a Transform"):
+        env.append_transform(lambda td: td)
+    with pytest.raises(TypeError, match=r"TransformedEnv.insert_transform: expected a Transform"):
+        env.insert_transform(0, lambda td: td)
+    with pytest.raises(TypeError, match=r"TransformedEnv.__init__: transform must be a Transform"):
+        TransformedEnv(CountingEnv(), lambda td: td)
+    assert isinstance(env.transform, StepCounter)  # unchanged

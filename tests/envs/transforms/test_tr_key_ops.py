@@ -174,7 +174,7 @@ def test_exclude_and_select_specs_and_data():
     td = TensorDict(
         observation=torch.ones(1), pixels=torch.ones(1), next=TensorDict(observation=torch.ones(1))
     )
-    out = env.transform[0](td)  # TorchRL: the selected keys and the reward/done/state entries
+    out = env.transform(td)  # TorchRL: the selected keys and the reward/done/state entries
     assert set(out.keys()) == {"pixels"}
     td = TensorDict(a=torch.ones(1), b=torch.ones(1), reward=torch.ones(1), done=torch.ones(1))
     assert set(SelectTransform("a")(td).keys()) == {"a", "reward", "done"}

@@ -313,7 +313,7 @@ def test_stateful_transform_outside_an_env():
 
 def test_state_dict_round_trip_and_seed_and_close():
     env = TransformedEnv(CountingEnv(), WithBuffer())
-    env.transform[0].shift.fill_(3.0)
+    env.transform.shift.fill_(3.0)
     other = TransformedEnv(CountingEnv(), WithBuffer())
     other.load_state_dict(env.state_dict())
     assert other.reset()["shifted"].item() == 3.0

@@ -56,7 +56,7 @@ def test_init_stats_defaults_reduce_dim_0_and_make_both_formulas_standardise():
     std_norm = ObservationNorm(out_keys="n", standard_normal=True)
     env = TransformedEnv(TransformTestEnv(), std_norm)
     std_norm.init_stats(7)
-    assert env.transform[0] is std_norm
+    assert env.transform is std_norm
     torch.testing.assert_close(std_norm.loc, mean)
     torch.testing.assert_close(std_norm.scale, std)
 
@@ -79,7 +79,7 @@ def test_init_stats_reduce_cat_and_keep_dims_on_a_batched_env():
 
 def test_init_stats_argument_errors():
     env = TransformedEnv(TransformTestEnv(), ObservationNorm(in_keys=["observation", "obs64"]))
-    t = env.transform[0]
+    t = env.transform
     with pytest.raises(RuntimeError, match=r"init_stats: which entry.*Pass key"):
         t.init_stats(3)
     with pytest.raises(ValueError, match=r"init_stats: cat_dim is needed"):
@@ -120,8 +120,8 @@ def test_inverse_maps_actions_back(standard_normal):
 def test_bounded_spec_bounds_are_normalised_and_refreshed_by_init_stats():
     env = TransformedEnv(CartPoleEnv(batch_size=(8,)), ObservationNorm())
     assert env.full_observation_spec["observation"].__class__.__name__ == "Unbounded"
-    env.transform[0].init_stats(20, reduce_dim=(0, 1), cat_dim=1)
-    assert env.transform[0].loc.shape == (4,)
+    env.transform.init_stats(20, reduce_dim=(0, 1), cat_dim=1)
+    assert env.transform.loc.shape == (4,)
     env2 = TransformedEnv(
         TransformTestEnv(),
         ObservationNorm(100.0, 2.0, in_keys="pixels", out_keys="p", standard_normal=True),
@@ -156,3 +156,19 @@ def test_state_dict_materialises_lazy_constants():
     assert dst.initialized and dst.scale.tolist() == [2.0, 2.0, 2.0]
     out = dst(TensorDict(observation=torch.full((3,), 5.0)))
     assert out["observation"].tolist() == [11.0, 11.0, 11.0]  # 5 * 2 + 1
+
+
+def test_state_dict_holds_torchrl_keys_and_loading_sets_the_formula():
+    # TorchRL: "standard_normal" is a buffer saved beside loc and scale
+    t = ObservationNorm(1.0, 2.0, standard_normal=True)
+    state = t.state_dict()
+    assert list(state) == ["standard_normal", "loc", "scale"]
+    assert state["standard_normal"].dtype == torch.bool and bool(state["standard_normal"])
+    other = ObservationNorm(0.0, 1.0)  # obs * scale + loc
+    other.load_state_dict(state)
+    x = torch.tensor([5.0])
+    assert other._apply_transform(x).tolist() == [2.0]  # now (x - 1) / 2
+    assert other._inv_apply_transform(torch.tensor([2.0])).tolist() == [5.0]
+    env = TransformedEnv(CountingEnv(max_steps=9), ObservationNorm(0.0, 1.0, out_keys="n"))
+    env.load_state_dict(state)
+    assert env.rollout(2)["next", "n"].flatten().tolist() == [0.0, 0.5]

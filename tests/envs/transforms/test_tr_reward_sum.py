@@ -43,7 +43,7 @@ def test_episode_reward_matches_a_plain_loop(batch):
 
 def test_default_keys_cover_every_reward_key():
     env = TransformedEnv(MultiKeyEnv(batch_size=(2,)), RewardSum())
-    t = env.transform[0]
+    t = env.transform
     assert t.in_keys == ["reward", ("discrete", "reward")]
     assert t.out_keys == ["episode_reward", ("discrete", "episode_reward")]
     assert "episode_reward" in env.state_keys

@@ -51,7 +51,7 @@ def test_reward_maps_match_the_formula(batch):
 
 def test_default_keys_are_every_reward_and_specs_follow():
     env = TransformedEnv(MultiKeyEnv(batch_size=(2,)), RewardClipping(clamp_max=1.0))
-    assert env.transform[0].in_keys == ["reward", ("discrete", "reward")]
+    assert env.transform.in_keys == ["reward", ("discrete", "reward")]
     spec = env.full_reward_spec["discrete", "reward"]
     assert isinstance(spec, Bounded) and spec.high.max() == 1.0 and spec.low.min() == -float("inf")
     scaled = TransformedEnv(
