@@ -243,3 +243,39 @@ def test_composite_spec_is_the_observation_spec():
     env = PettingZooWrapper(_spread())
     assert isinstance(env.observation_spec, Composite)
     assert env.observation_spec["agent"].shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("continuous", "value", "got", "rule"),
+    [
+        (False, 7, "7", r"an index in \[0, 4\]"),
+        (False, -1, "-1", r"an index in \[0, 4\]"),
+        (True, 1.5, r"\[1.5, 0.0, 0.0, 0.0, 0.0\]", r"values in \[0.0, 1.0\]"),
+        (True, float("nan"), r"\[nan, 0.0", r"values in \[0.0, 1.0\]"),
+    ],
+    ids=["index-high", "index-negative", "box", "nan"],
+)
+def test_actions_outside_the_space_raise_naming_agent_key_and_value(continuous, value, got, rule):
+    env = PettingZooWrapper(_spread(continuous_actions=continuous))
+    td = env.reset()
+    action = env.full_action_spec["agent", "action"].zero()
+    action[1].view(-1)[0] = value
+    with pytest.raises(
+        ValueError,
+        match=rf"PettingZooWrapper.step: the action of agent 'agent_1' is outside its action "
+        rf"space \(got {got}.* at key \('agent', 'action'\); expected {rule}\)",
+    ):
+        env.step(td.set(("agent", "action"), action))
+    # nothing reached the env: the same episode goes on with valid actions
+    out = env.step(td.set(("agent", "action"), env.full_action_spec["agent", "action"].zero()))
+    assert not out["next", "done"].item()
+
+
+def test_an_aec_action_outside_the_space_names_the_acting_player():
+    env = PettingZooWrapper(tictactoe_v3.env(), use_mask=True)
+    td = env.reset()
+    td["player_1", "action"], td["player_2", "action"] = torch.tensor([12]), torch.tensor([0])
+    with pytest.raises(ValueError, match=r"agent 'player_1' .*got 12 .*an index in \[0, 8\]"):
+        env.step(td)
+    td["player_1", "action"], td["player_2", "action"] = torch.tensor([4]), torch.tensor([99])
+    assert not env.step(td)["next", "done"].item()  # player_2 does not act: not checked

@@ -136,7 +136,7 @@ def test_vmas_options_reach_make_env():
     env.step(td)  # clamped by VMAS
     strict = VmasEnv("navigation", num_envs=2, collisions=False)
     td = strict.reset().set(("agents", "action"), torch.full((2, 4, 2), 5.0))
-    with pytest.raises(ValueError, match=r"VMAS refused the actions.*clamp_actions=True"):
+    with pytest.raises(ValueError, match=r"agent 'agent_0' \(env 0\).*clamp_actions=True"):
         strict.step(td)
     strict.rand_step(strict.reset())  # still usable
     assert VmasEnv("navigation", num_envs=1, grad_enabled=True).env.grad_enabled
@@ -246,3 +246,26 @@ def test_multiagent_ppo_tutorial_flow():
     total = values["loss_objective"] + values["loss_critic"] + values["loss_entropy"]
     total.backward()
     assert torch.isfinite(total)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "value", "got", "rule"),
+    [
+        ({"continuous_actions": True}, 3.0, r"\[3.0, 0.0\]", r"values in \[-1.0, 1.0\]"),
+        ({"continuous_actions": False}, 9, "9", r"an index in \[0, 8\]"),
+        ({"continuous_actions": False}, -1, "-1", r"an index in \[0, 8\]"),
+    ],
+    ids=["box", "index-high", "index-negative"],
+)
+def test_actions_outside_the_spec_name_the_key_agent_and_value(kwargs, value, got, rule):
+    env = VmasEnv("navigation", num_envs=2, n_agents=2, **kwargs)
+    td = env.reset()
+    action = env.full_action_spec["agents", "action"].zero()
+    action[1, 1].view(-1)[0] = value
+    with pytest.raises(
+        ValueError,
+        match=rf"agent 'agent_1' \(env 1\) is outside the action spec \(got {got}.*"
+        rf"at key \('agents', 'action'\); expected {rule}",
+    ):
+        env.step(td.set(("agents", "action"), action))
+    env.rand_step(env.reset())  # still usable

@@ -43,7 +43,8 @@ class AECStepper:
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         env = self.env
         group, row = self.layout.where[env.agent_selection]
-        env.step(group.actions(tensordict.get(group.action_key))[row])
+        agent = env.agent_selection
+        env.step(group.actions(tensordict.get(group.action_key), (agent,))[row])
         obs = self._observe()
         # copies: removing dead agents below deletes their entries from these dicts
         rewards, infos = dict(env.rewards), dict(env.infos)

@@ -7,13 +7,14 @@ Every agent of a group must have the same observation and action spaces.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from tdrl.envs.libs._action_check import ActionCheck
 from tdrl.envs.libs._gym_spaces import Codec, make_codec, torch_dtype
 from tdrl.specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -135,6 +136,7 @@ class AgentGroup:
             self.mask_shape = tuple(np.asarray(first_info["action_mask"]).shape)
         self.obs_codec = make_codec(obs_space, (n,), device, False)
         self.act_codec = make_codec(act_space, (n,), device, categorical_actions)
+        self._check = ActionCheck(act_space, "PettingZooWrapper", (name, "action"))
         self._discrete = isinstance(act_space, spaces.Discrete)
         self._obs_zero = _zero(obs_space)
         self._stack = _stacker(obs_space)
@@ -186,9 +188,14 @@ class AgentGroup:
         return Composite(leaves, shape=(self.n,), device=self.device)
 
     # ------------------------------------------------------------------ conversion
-    def actions(self, action: torch.Tensor | TensorDictBase) -> list[Any]:
-        """The per-agent values PettingZoo expects, from the group's action entry."""
+    def actions(self, action: torch.Tensor | TensorDictBase, acting: Container[str]) -> list[Any]:
+        """The per-agent values PettingZoo expects, from the group's action entry.
+
+        Raises:
+            ValueError: the action of an agent of ``acting`` is outside its action space.
+        """
         encoded = self.act_codec.encode(action)
+        self._check(encoded, self.agents, acting)
         if self._discrete:
             return encoded.tolist()  # type: ignore[no-any-return]
         if isinstance(encoded, np.ndarray):

@@ -36,7 +36,7 @@ class ParallelStepper:
         live = set(env.agents)
         actions = {}
         for group in self.layout.groups:
-            values = group.actions(tensordict.get(group.action_key))
+            values = group.actions(tensordict.get(group.action_key), live)
             for agent, value in zip(group.agents, values):
                 if agent in live:
                     actions[agent] = value

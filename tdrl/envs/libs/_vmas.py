@@ -10,6 +10,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core import EnvBase, MarlGroupMapType
+from tdrl.envs.libs._action_check import first_outside
 from tdrl.envs.libs._vmas_groups import GroupPlan, import_vmas, resolve_group_map
 from tdrl.specs import Composite
 
@@ -250,13 +251,32 @@ class VmasWrapper(EnvBase):
         try:
             out = self.env.step(actions)
         except AssertionError as err:
-            raise ValueError(
-                f"{type(self).__name__}.step: VMAS refused the actions (got AssertionError: "
-                f"{err}; expected actions inside env.action_spec). Keep actions in their bounds, "
-                "or build the VMAS env with clamp_actions=True."
-            ) from err
+            raise self._refused(tensordict, err) from err
         obs, rews, infos = self._listed(out[0], out[1], out[-1])
         return self._output(obs, infos, rews, self._step_flags(out))
+
+    def _refused(self, tensordict: TensorDictBase, err: AssertionError) -> ValueError:
+        """The error for actions VMAS refused, naming the key, agent and value outside the
+        action spec (VMAS's own message names neither)."""
+        name = type(self).__name__
+        for plan in self._plans:
+            found = first_outside(
+                self.full_action_spec[plan.action_key], tensordict.get(plan.action_key)
+            )
+            if found is not None:
+                (*rows, agent), value, rule = found
+                row = rows[0] if len(rows) == 1 else tuple(rows)
+                return ValueError(
+                    f"{name}.step: the action of agent {plan.agents[agent]!r} (env {row}) is "
+                    f"outside the action spec (got {value!r} at key {plan.action_key!r}; "
+                    f"expected {rule}). Keep actions within env.full_action_spec, or build the "
+                    "VMAS env with clamp_actions=True."
+                )
+        return ValueError(
+            f"{name}.step: VMAS refused the actions (got AssertionError: {err}; expected "
+            "actions inside env.action_spec). Keep actions in their bounds, or build the VMAS "
+            "env with clamp_actions=True."
+        )
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
