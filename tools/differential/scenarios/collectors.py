@@ -116,3 +116,73 @@ def _(lib: Any) -> Any:
     action = batch["action"]
     batch.exclude("action", ("next", "reward"), inplace=True)
     return {"batch": batch, "in_bounds": bool(action.abs().le(1).all()), "shape": action.shape}
+
+
+@scenario("collectors/exploration_type=DETERMINISTIC/ProbabilisticActor")
+def _(lib: Any) -> Any:
+    """A stochastic actor under the collector's exploration_type: deterministic means loc."""
+    from tensordict.nn import TensorDictModule
+
+    from ._common import LocScale
+
+    net = TensorDictModule(
+        LocScale(1, obs=1, act=1), in_keys=["observation"], out_keys=["loc", "scale"]
+    )
+    actor = lib.modules.ProbabilisticActor(
+        net,
+        in_keys=["loc", "scale"],
+        distribution_class=lib.modules.TanhNormal,
+        spec=lib.data.Bounded(low=-1.0, high=1.0, shape=(1,)),
+    )
+    utils = lib.envs_utils
+    env = count_env(lib)
+    collector = lib.collectors.Collector(
+        env,
+        actor,
+        frames_per_batch=4,
+        total_frames=4,
+        exploration_type=utils.ExplorationType.DETERMINISTIC,
+    )
+    try:
+        batch = next(iter(collector)).clone()
+    finally:
+        collector.shutdown()
+    return batch.exclude("loc", "scale")
+
+
+@scenario("collectors/postproc")
+def _(lib: Any) -> Any:
+    def postproc(td: Any) -> Any:
+        td["double_obs"] = td["observation"] * 2
+        return td
+
+    return collect(lib, postproc=postproc)
+
+
+@scenario("collectors/reset_method")
+def _(lib: Any) -> Any:
+    env = count_env(lib)
+    collector = lib.collectors.Collector(env, det_policy(), frames_per_batch=2, total_frames=-1)
+    try:
+        it = iter(collector)
+        first = next(it).clone()
+        collector.reset()
+        second = next(it).clone()
+    finally:
+        collector.shutdown()
+    return {"first": first, "after_reset": second}
+
+
+@scenario("collectors/return_same_td=True")
+def _(lib: Any) -> Any:
+    env = count_env(lib)
+    collector = lib.collectors.Collector(
+        env, det_policy(), frames_per_batch=2, total_frames=6, return_same_td=True
+    )
+    try:
+        batches = list(collector)
+        same = all(b is batches[0] for b in batches)
+        last = batches[-1].clone()
+    finally:
+        collector.shutdown()
+    return {"same_object": same, "last": last, "n": len(batches)}

@@ -30,14 +30,16 @@ def _episodes(lengths: list[int], *, with_done: bool, with_episode: bool) -> Ten
 
 def _slice_sample(lib: Any, data: TensorDict, **kwargs: Any) -> Any:
     kwargs.setdefault("num_slices", 2)
+    sampler = lib.data.SliceSampler(**kwargs)
     rb = lib.data.TensorDictReplayBuffer(
-        storage=lib.data.LazyTensorStorage(32),
-        sampler=lib.data.SliceSampler(**kwargs),
-        batch_size=6,
+        storage=lib.data.LazyTensorStorage(32), sampler=sampler, batch_size=6
     )
     rb.extend(data)
     sample = rb.sample()
     out: dict[str, Any] = {"shape": list(sample.shape)}
+    # what the sampler inferred (TorchRL sets these attributes on the first sample)
+    out["traj_key"] = capture(lambda: str(sampler.traj_key))
+    out["end_key"] = capture(lambda: str(sampler.end_key))
     out["keys"] = sorted(map(str, sample.keys(True, True)))
     obs = sample["obs"].reshape(kwargs["num_slices"], -1)
     # each slice: one episode, consecutive steps
@@ -137,7 +139,9 @@ def _prioritized(lib: Any, alpha: float, beta: float, priorities: list[float]) -
     before = rb.sample()
     out: dict[str, Any] = {"keys": sorted(map(str, before.keys(True, True)))}
     out["weights_before"] = _weights_by_index(before)
+    out["default_priority_before"] = capture(lambda: float(rb.sampler.default_priority))
     rb.update_priority(torch.arange(n), torch.tensor(priorities))
+    out["default_priority_after"] = capture(lambda: float(rb.sampler.default_priority))
     after = rb.sample()
     out["weights_after"] = _weights_by_index(after)
     out["all_sampled"] = sorted(set(after["index"].tolist())) == list(range(n))
@@ -173,3 +177,54 @@ def _(lib: Any) -> Any:
         "keys": sorted(map(str, sample.keys(True, True))),
         "weights": _weights_by_index(sample),
     }
+
+
+@scenario("samplers/SliceSampler/ndim=2_storage")
+def _(lib: Any) -> Any:
+    """[env, time] data in an ndim=2 storage: slices must not cross envs or episodes."""
+    done = torch.zeros(2, 8, 1, dtype=torch.bool)
+    done[0, 3] = done[0, 7] = done[1, 7] = True
+    obs = torch.arange(16).reshape(2, 8)
+    data = TensorDict(
+        {"obs": obs, "next": {"done": done, "terminated": done.clone()}}, batch_size=[2, 8]
+    )
+    rb = lib.data.TensorDictReplayBuffer(
+        storage=lib.data.LazyTensorStorage(16, ndim=2),
+        sampler=lib.data.SliceSampler(slice_len=2),
+        batch_size=8,
+    )
+
+    def run() -> Any:
+        rb.extend(data)
+        sample = rb.sample()
+        pairs = sample["obs"].reshape(-1, 2)
+        return {
+            "shape": list(sample.shape),
+            "consecutive": bool((pairs[:, 1] - pairs[:, 0] == 1).all()),
+            "same_env": bool((pairs[:, 0] // 8 == pairs[:, 1] // 8).all()),
+        }
+
+    return capture(run)
+
+
+@scenario("samplers/writers/TensorDictMaxValueWriter")
+def _(lib: Any) -> Any:
+    rb = lib.data.TensorDictReplayBuffer(
+        storage=lib.data.LazyTensorStorage(3),
+        writer=lib.data.TensorDictMaxValueWriter(rank_key="score"),
+        batch_size=3,
+    )
+    for chunk in ([5.0, 1.0], [3.0, 7.0], [0.5, 6.0]):
+        scores = torch.tensor(chunk)
+        rb.extend(TensorDict({"score": scores, "obs": scores * 10}, [2]))
+    kept = rb[:]
+    return {"len": len(rb), "scores": sorted(kept["score"].tolist())}
+
+
+@scenario("samplers/writers/RoundRobinWriter")
+def _(lib: Any) -> Any:
+    rb = lib.data.ReplayBuffer(
+        storage=lib.data.LazyTensorStorage(3), writer=lib.data.RoundRobinWriter()
+    )
+    indices = [rb.extend(torch.arange(i * 2, i * 2 + 2)) for i in range(3)]
+    return {"indices": indices, "all": rb[:]}
