@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,13 +151,14 @@ class RunLogger:
         self._filmed = frames
 
     def close(self) -> None:
-        """Films the final policy (when filming and the last frames were not filmed), then
-        closes the progress bar and the experiment logger."""
+        """Films the final policy (when filming, the last frames were not filmed and no error
+        is propagating), then closes the progress bar and the experiment logger."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
         if self.backend is not None:
-            if self.video is not None and self._filmed != self._last_frames and self._rows:
+            failing = sys.exc_info()[0] is not None  # closed while an error propagates
+            if self.video and self._rows and self._filmed != self._last_frames and not failing:
                 self._film(self._last_frames)
             self.backend.close()
             self.backend = None

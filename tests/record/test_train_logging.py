@@ -133,3 +133,35 @@ def test_resume_drops_csv_scalars_after_the_checkpoint(tmp_path):
 def test_make_run_logger_rejects_unknown_names(tmp_path):
     with pytest.raises(ValueError, match="unknown logger"):
         make_run_logger("neptune", tmp_path)
+
+
+class FakeVideo:
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def record(self, policy, logger, step):
+        assert policy == "policy" and logger is not None
+        self.steps.append(step)
+
+
+def test_run_logger_films_each_evaluation_and_the_end(tmp_path):
+    video = FakeVideo()
+    logger = RunLogger(tmp_path, 40, quiet=True, backend="csv", video=video, policy="policy")
+    for frames, evals in ((10, True), (20, False), (30, True), (40, False)):
+        row = {"iteration": frames // 10, "frames": frames}
+        logger.log({**row, "eval_return": 1.0} if evals else row)
+    logger.close()
+    assert video.steps == [10, 30, 40]
+
+
+def test_run_logger_does_not_film_while_an_error_propagates(tmp_path):
+    video = FakeVideo()
+    logger = RunLogger(tmp_path, 40, quiet=True, backend="csv", video=video, policy="policy")
+    logger.log({"iteration": 1, "frames": 10})
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            logger.close()
+    assert video.steps == []
+    assert (tmp_path / "scalars" / "frames.csv").read_text() == "10,10.0\n"
