@@ -45,9 +45,9 @@ def center_crop(frames: torch.Tensor, size: int) -> torch.Tensor:
 class VideoRecorder(ObservationTransform):
     """Keeps the frames of ``in_keys`` at every reset and step; :meth:`dump` writes them.
 
-    Frames may be ``[..., H, W, 3]``, ``[..., 3, H, W]``, ``[..., 1, H, W]`` or
-    ``[..., H, W]`` (grey, kept with one channel); they are stored as uint8 ``[C, H, W]`` on the
-    CPU. Inside a batched env the members of a frame are tiled in a grid (``make_grid``).
+    Frames may be ``[..., H, W, C]`` or ``[..., C, H, W]`` with C in (1, 3) (one channel is
+    repeated to three, as in TorchRL), or a single ``[H, W]`` (kept with one channel); they
+    are stored as uint8 ``[C, H, W]`` copies on the CPU (float frames are cast, not scaled). Inside a batched env the members of a frame are tiled in a grid (``make_grid``).
     :meth:`dump` stacks the frames to a ``[1, T, C, H, W]`` video, passes it to
     ``logger.log_video(tag, video, step=...)`` and clears them. The data is not changed.
 

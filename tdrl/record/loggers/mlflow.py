@@ -53,6 +53,7 @@ class MLFlowLogger(Logger):
 
     Examples:
         >>> import pathlib, tempfile
+        >>> # skipped here (MLflow takes seconds to import); tests/record/test_mlflow_logger.py
         >>> with tempfile.TemporaryDirectory() as d:  # doctest: +SKIP
         ...     logger = MLFlowLogger("exp", pathlib.Path(d).as_uri())
         ...     logger.log_scalar("loss", 0.5, step=1)

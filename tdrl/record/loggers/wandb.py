@@ -90,6 +90,7 @@ class WandbLogger(Logger):
 
     Examples:
         >>> import tempfile
+        >>> # skipped here (it starts a W&B service); tests/record/test_wandb_logger.py runs it
         >>> with tempfile.TemporaryDirectory() as d:  # doctest: +SKIP
         ...     logger = WandbLogger("exp", offline=True, save_dir=d, project="demo")
         ...     logger.log_scalar("train/loss", 0.5)  # plotted against "train/step" = 0
