@@ -55,7 +55,6 @@ def test_rollout_without_auto_reset_resets_done_groups_first():
         ("break_when_all_done", True),
         ("out", TensorDict({}, [])),
         ("storing_device", "cpu"),
-        ("auto_cast_to_device", True),
     ],
 )
 def test_rollout_options_tdrl_cannot_honour_raise(name, value):

@@ -17,6 +17,7 @@ from tdrl.envs.core._rollout import (
     action_policy,
     check_rollout_options,
     play,
+    rollout_policy,
     set_truncated_last,
 )
 from tdrl.envs.core._row_run import RowWriter
@@ -443,11 +444,13 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
 
         TorchRL's arguments and semantics. The result is always a contiguous TensorDict
         (``return_contiguous`` only chooses a layout in TorchRL; the values are the same), and
-        ``trust_policy`` has no effect (tdrl never wraps the policy).
+        ``trust_policy`` has no effect (tdrl never wraps the policy in a module).
 
         Args:
             max_steps: number of steps.
             policy: callable writing the actions into a TensorDict; random actions when None.
+                As in TorchRL, what it returns updates its input, so it may also return a new
+                TensorDict holding only its outputs.
             callback: called as ``callback(env, td)`` with the next root after each step but
                 the last.
             actions: precomputed actions written under the first action key instead of a
@@ -460,8 +463,12 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
                 False).
             set_truncated: mark the last step truncated (and done).
             set_state: passed to ``reset`` (see there).
-            break_when_all_done, out, storing_device, auto_cast_to_device: only the defaults are
-                supported; other values raise ``ValueError``.
+            auto_cast_to_device: as in TorchRL, move the data to the device of the policy's
+                first parameter before the policy, and back to the env's device before the
+                step (a policy without parameters gets the data with its device cleared). A
+                no-op when both are the same device.
+            break_when_all_done, out, storing_device: only the defaults are supported; other
+                values raise ``ValueError``.
 
         Returns:
             A TensorDict of batch ``[*env.batch_size, T]``.
@@ -472,11 +479,7 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             torch.Size([4, 3])
         """
         check_rollout_options(
-            self,
-            break_when_all_done=break_when_all_done,
-            out=out,
-            storing_device=storing_device,
-            auto_cast_to_device=auto_cast_to_device,
+            self, break_when_all_done=break_when_all_done, out=out, storing_device=storing_device
         )
         if max_steps < 1:
             raise ValueError(
@@ -492,6 +495,8 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             if hasattr(actions, "__len__"):
                 max_steps = min(max_steps, len(actions))  # type: ignore[arg-type]
             policy = action_policy(self, actions)
+        elif policy is not None:
+            policy = rollout_policy(self, policy, auto_cast_to_device)
         if auto_reset:
             td = (
                 self.reset(tensordict)

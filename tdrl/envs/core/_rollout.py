@@ -14,7 +14,15 @@ from tdrl.envs.core._row_run import MIN_ROWS, RowRun
 if TYPE_CHECKING:
     from tdrl.envs.core._base import EnvBase
 
-__all__ = ["action_policy", "check_rollout_options", "play", "set_truncated_last", "stack"]
+__all__ = [
+    "action_policy",
+    "cast_plan",
+    "check_rollout_options",
+    "play",
+    "rollout_policy",
+    "set_truncated_last",
+    "stack",
+]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
@@ -27,7 +35,6 @@ def check_rollout_options(
     break_when_all_done: bool | None,
     out: Any,
     storing_device: Any,
-    auto_cast_to_device: bool,
 ) -> None:
     """Raises for TorchRL rollout options tdrl cannot honour."""
     name = f"{type(env).__name__}.rollout"
@@ -35,7 +42,6 @@ def check_rollout_options(
         ("break_when_all_done", break_when_all_done, (None, False), "use break_when_any_done"),
         ("out", out, (None,), "the result is a fresh TensorDict; copy it into yours"),
         ("storing_device", storing_device, (None,), "move the result with .to(device)"),
-        ("auto_cast_to_device", auto_cast_to_device, (False,), "put policy and env on one device"),
     ]
     for arg, value, accepted, fix in refused:
         if not any(value is a for a in accepted):
@@ -43,6 +49,71 @@ def check_rollout_options(
                 f"{name}: {arg}={value!r} is not supported (got {value!r}; expected "
                 f"{' or '.join(map(repr, accepted))}). {fix[0].upper()}{fix[1:]}."
             )
+
+
+def policy_device(policy: Any) -> torch.device | None:
+    """The device of the policy's first parameter (TorchRL's ``auto_cast_to_device``);
+    ``None`` for a policy without parameters or that is not a module."""
+    parameters = getattr(policy, "parameters", None)
+    if not callable(parameters):
+        return None
+    try:
+        return next(iter(parameters())).device  # type: ignore[no-any-return]
+    except StopIteration:
+        return None
+
+
+def cast_plan(
+    policy_dev: torch.device | None, env_dev: torch.device | None
+) -> tuple[torch.device | None, torch.device | None] | None:
+    """Where ``rollout(auto_cast_to_device=True)`` moves the data: ``(before the policy,
+    before the step)``, ``None`` for "clear the device" (TorchRL's ``clear_device_``), or
+    ``None`` altogether when nothing moves (the policy runs where the env's data is).
+
+    Examples:
+        >>> cast_plan(torch.device("cpu"), torch.device("cpu")) is None
+        True
+        >>> cast_plan(torch.device("cuda", 0), torch.device("cpu"))
+        (device(type='cuda', index=0), device(type='cpu'))
+        >>> cast_plan(None, torch.device("cpu"))
+        (None, device(type='cpu'))
+    """
+    if policy_dev == env_dev or (policy_dev is None and env_dev is None):
+        return None
+    if policy_dev is not None and env_dev is None and policy_dev.type == "cpu":
+        return None  # an env without device holds cpu tensors: the policy's device
+    return policy_dev, env_dev
+
+
+def _move(td: TensorDictBase, device: torch.device | None) -> TensorDictBase:
+    if device is None:
+        if td.device is not None:
+            td.clear_device_()
+        return td
+    return td if td.device == device else td.to(device)
+
+
+def rollout_policy(env: EnvBase, policy: Policy, auto_cast_to_device: bool) -> Policy:
+    """The policy as ``rollout`` calls it (TorchRL): its output updates its input (a policy
+    may return a new TensorDict holding only its outputs), and with ``auto_cast_to_device``
+    the input goes to the policy's device and back to the env's (see :func:`cast_plan`)."""
+    name = f"{type(env).__name__}.rollout"
+    plan = cast_plan(policy_device(policy), env.device) if auto_cast_to_device else None
+
+    def act(td: TensorDictBase) -> TensorDictBase:
+        if plan is not None:
+            td = _move(td, plan[0])
+        out = policy(td)
+        if out is not td:
+            if not isinstance(out, TensorDictBase):
+                raise TypeError(
+                    f"{name}: the policy returned {type(out).__name__} (expected a TensorDict: "
+                    "its input, or a TensorDict of its outputs). Return the tensordict."
+                )
+            td.update(out)
+        return td if plan is None else _move(td, plan[1])
+
+    return act
 
 
 def action_policy(env: EnvBase, actions: Iterable[Any]) -> Policy:

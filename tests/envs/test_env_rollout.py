@@ -1,0 +1,118 @@
+"""rollout's policy handling: merged outputs and auto_cast_to_device (TorchRL's semantics)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from tdrl.envs.builtin import PendulumV1Env
+from tdrl.envs.core import _rollout as rollout_module
+from tdrl.envs.core._rollout import cast_plan, policy_device
+from tdrl.testing import CountingEnv
+
+CPU = torch.device("cpu")
+CUDA = torch.device("cuda", 1)
+
+
+def _zero_action(td):
+    return TensorDict(action=torch.zeros(*td.batch_size, 1), batch_size=td.batch_size)
+
+
+@pytest.mark.parametrize("steps", [5, 80])  # 80: long enough for the row path
+def test_a_policy_returning_only_its_outputs_updates_its_input(steps):
+    # TorchRL: rollout runs tensordict.update(policy(tensordict))
+    env = CountingEnv(batch_size=(2,), max_steps=100)
+    td = env.rollout(steps, _zero_action)
+    assert {"observation", "done", "action"} <= set(td.keys())
+    ref = CountingEnv(batch_size=(2,), max_steps=100).rollout(
+        steps, lambda t: t.set("action", torch.zeros(2, 1))
+    )
+    assert set(td.keys(True, True)) == set(ref.keys(True, True))
+    for key in ref.keys(True, True):
+        assert torch.equal(td[key], ref[key]), key
+
+
+def test_a_policy_returning_something_else_raises():
+    with pytest.raises(TypeError, match=r"CountingEnv.rollout: the policy returned NoneType"):
+        CountingEnv().rollout(2, lambda td: None)
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_auto_cast_on_one_device_gives_the_same_rollout(device):
+    policy = TensorDictModule(nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    runs = []
+    for cast in (False, True):
+        env = PendulumV1Env(batch_size=(2,), device=device)
+        env.set_seed(0)
+        torch.manual_seed(0)
+        runs.append(env.rollout(40, policy, auto_cast_to_device=cast, break_when_any_done=False))
+    plain, cast = runs
+    assert cast.device == plain.device
+    assert set(cast.keys(True, True)) == set(plain.keys(True, True))
+    for key in plain.keys(True, True):
+        torch.testing.assert_close(cast[key], plain[key], rtol=0, atol=0, msg=str(key))
+
+
+class _Param:
+    def __init__(self, device):
+        self.device = device
+
+
+class _FarPolicy:
+    """Reports parameters on another device (a CPU-only stand-in for a CUDA policy)."""
+
+    def __init__(self, device):
+        self.device = device
+        self.seen: list[TensorDictBase] = []
+
+    def parameters(self):
+        return iter([_Param(self.device)])
+
+    def __call__(self, td):
+        self.seen.append(td)
+        return td.set("action", torch.zeros(*td.batch_size, 1))
+
+
+def test_the_device_of_a_policy_is_its_first_parameters():
+    assert policy_device(nn.Linear(1, 1)) == CPU
+    assert policy_device(_FarPolicy(CUDA)) == CUDA
+    assert policy_device(nn.Sequential()) is None  # no parameters
+    assert policy_device(lambda td: td) is None  # not a module
+
+
+def test_cast_plan_decisions():
+    assert cast_plan(CPU, CPU) is None and cast_plan(None, None) is None
+    assert cast_plan(CUDA, CUDA) is None
+    assert cast_plan(CPU, None) is None  # an env without device holds cpu tensors
+    assert cast_plan(CUDA, CPU) == (CUDA, CPU)
+    assert cast_plan(CUDA, None) == (CUDA, None)
+    assert cast_plan(None, CPU) == (None, CPU)  # TorchRL: clear the device, then back
+
+
+def test_auto_cast_moves_to_the_policy_device_and_back(monkeypatch):
+    moves: list[torch.device | None] = []
+
+    def fake_move(td, device):  # records where the data goes (no CUDA on this machine)
+        moves.append(device)
+        return td
+
+    monkeypatch.setattr(rollout_module, "_move", fake_move)
+    env = CountingEnv(device="cpu")
+    policy = _FarPolicy(CUDA)
+    act = rollout_module.rollout_policy(env, policy, auto_cast_to_device=True)
+    out = act(env.reset())
+    assert moves == [CUDA, CPU]  # to the policy's device, then back to the env's
+    assert isinstance(out, TensorDictBase) and "action" in out.keys() and policy.seen
+    moves.clear()
+    rollout_module.rollout_policy(env, _FarPolicy(CUDA), auto_cast_to_device=False)(env.reset())
+    rollout_module.rollout_policy(env, _FarPolicy(CPU), auto_cast_to_device=True)(env.reset())
+    assert moves == []  # nothing moves without the flag, nor on one device
+
+
+def test_move_clears_or_moves_the_device():
+    td = TensorDict(a=torch.zeros(1), device="cpu")
+    assert rollout_module._move(td, CPU) is td
+    assert rollout_module._move(td, None) is td and td.device is None
