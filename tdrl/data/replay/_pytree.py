@@ -8,12 +8,13 @@ into checkpoints as JSON (no pickle).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict, TensorDictBase, is_tensorclass
 
 __all__ = ["Structure", "align", "flatten", "structure_from_json", "unflatten"]
 
@@ -46,23 +47,65 @@ class Structure:
             elements): ``(node path, element batch size)`` for the root (path ``()``) when it
             has such dims and for every nested TensorDict whose batch size differs from its
             parent's. Empty when every node has element batch ``()``.
+        tensorclass: for tensorclass data (stored as its TensorDict), its class.
     """
 
     kind: str
     paths: tuple[Path, ...]
     spec: Any = None
     batch: tuple[tuple[Path, tuple[int, ...]], ...] = ()
+    tensorclass: Any = None
 
     def to_json(self) -> dict[str, Any]:
         """Returns a JSON-encodable description (see :func:`structure_from_json`)."""
         out: dict[str, Any] = {
             "kind": self.kind,
-            "paths": [list(p) for p in self.paths],
+            "paths": [_path_to_json(p) for p in self.paths],
             "spec": _spec_to_json(self.spec),
         }
         if self.batch:
             out["batch"] = [[list(path), list(size)] for path, size in self.batch]
+        if self.tensorclass is not None:
+            out["tensorclass"] = f"{self.tensorclass.__module__}:{self.tensorclass.__qualname__}"
         return out
+
+
+def _path_to_json(path: Path) -> list[Any]:
+    return [list(k) if isinstance(k, tuple) else k for k in path]
+
+
+def _key_from_json(key: Any) -> Any:
+    """A pytree dict key: a string, an int or a tuple of them (a JSON list)."""
+    if isinstance(key, list):
+        if not all(_plain_key(k) for k in key):
+            raise ValueError(f"invalid dict key {key!r}")
+        return tuple(key)
+    if not _plain_key(key):
+        raise ValueError(f"invalid dict key {key!r}")
+    return key
+
+
+def _plain_key(key: Any) -> bool:
+    return isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool))
+
+
+def _valid_key(key: Any) -> bool:
+    """Keys a checkpoint can name: strings, ints and tuples of them (TorchRL's nested keys)."""
+    return _plain_key(key) or (isinstance(key, tuple) and all(_plain_key(k) for k in key))
+
+
+def _tensorclass_from_json(name: Any) -> type:
+    """The tensorclass ``module:qualname`` names, among the modules already imported: loading a
+    checkpoint never imports (runs) code."""
+    module_name, _, qualname = name.partition(":") if isinstance(name, str) else ("", "", "")
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split(".") if obj is not None and qualname else ():
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and is_tensorclass(obj)):
+        raise ValueError(
+            f"unknown tensorclass {name!r} (import the module that defines it before loading)"
+        )
+    return obj
 
 
 def align(
@@ -108,10 +151,13 @@ def structure_from_json(obj: Any) -> Structure:
     if obj["kind"] == "tensordict":
         if not all(p and all(isinstance(k, str) for k in p) for p in paths):
             raise ValueError(f"invalid TensorDict keys {paths!r}")
-        return Structure("tensordict", tuple(tuple(p) for p in paths), None, _batch_from_json(obj))
+        cls = _tensorclass_from_json(obj["tensorclass"]) if "tensorclass" in obj else None
+        return Structure(
+            "tensordict", tuple(tuple(p) for p in paths), None, _batch_from_json(obj), cls
+        )
     spec = _spec_from_json(obj.get("spec"))
-    built = Structure("pytree", tuple(tuple(p) for p in paths), spec)
-    if _spec_paths(spec, ()) != list(built.paths):
+    built = Structure("pytree", tuple(_spec_paths(spec, ())), spec)
+    if [_path_to_json(p) for p in built.paths] != paths:
         raise ValueError("pytree leaf paths do not match the container spec")
     return built
 
@@ -133,9 +179,12 @@ def _batch_from_json(obj: dict[str, Any]) -> tuple[tuple[Path, tuple[int, ...]],
 
 
 def _spec_to_json(spec: Any) -> Any:
-    if isinstance(spec, tuple):
-        return [_spec_to_json(x) for x in spec]
-    return spec
+    if spec is None or spec[0] == "T":
+        return None if spec is None else ["T"]
+    if spec[0] == "dict":
+        keys = [list(k) if isinstance(k, tuple) else k for k in spec[1]]
+        return ["dict", keys, [_spec_to_json(c) for c in spec[2]]]
+    return [spec[0], [_spec_to_json(c) for c in spec[1]]]
 
 
 def _spec_from_json(obj: Any) -> Any:
@@ -143,9 +192,12 @@ def _spec_from_json(obj: Any) -> Any:
         return ("T",)
     if isinstance(obj, list) and len(obj) == 3 and obj[0] == "dict":
         keys, children = obj[1], obj[2]
-        if not all(isinstance(k, str) for k in keys) or len(keys) != len(children):
+        if not isinstance(keys, list) or not isinstance(children, list):
             raise ValueError(f"invalid dict spec {obj!r}")
-        return ("dict", tuple(keys), tuple(_spec_from_json(c) for c in children))
+        keys = tuple(_key_from_json(k) for k in keys)
+        if len(set(keys)) != len(keys) or len(keys) != len(children):
+            raise ValueError(f"invalid dict spec {obj!r}")
+        return ("dict", keys, tuple(_spec_from_json(c) for c in children))
     if isinstance(obj, list) and len(obj) == 2 and obj[0] in ("list", "tuple"):
         return (obj[0], tuple(_spec_from_json(c) for c in obj[1]))
     raise ValueError(f"invalid pytree spec {obj!r}")
@@ -171,8 +223,10 @@ def _flatten_pytree(data: Any, prefix: Path, leaves: list[torch.Tensor]) -> Any:
         return ("T",)
     if isinstance(data, dict):
         keys = tuple(data)
-        if not all(isinstance(k, str) for k in keys):
-            raise TypeError(f"pytree dict keys must be strings (got {keys!r})")
+        if not all(_valid_key(k) for k in keys):
+            raise TypeError(
+                f"pytree dict keys must be strings, ints or tuples of them (got {keys!r})"
+            )
         children = tuple(_flatten_pytree(data[k], (*prefix, k), leaves) for k in keys)
         return ("dict", keys, children)
     if isinstance(data, (list, tuple)) and type(data) in (list, tuple):
@@ -238,12 +292,16 @@ def flatten(data: Any, lead: int = 0) -> tuple[Structure, list[torch.Tensor]]:
         >>> flatten(TensorDict({"obs": torch.zeros(3, 4, 2)}, [3, 4]), lead=1)[0].batch
         (((), (4,)),)
     """
+    cls = None
+    if not isinstance(data, (TensorDictBase, torch.Tensor)) and is_tensorclass(data):
+        # A tensorclass is stored as the TensorDict that holds its fields, and rebuilt.
+        cls, data = type(data), data._tensordict
     if isinstance(data, TensorDictBase):
         paths: list[Path] = []
         leaves: list[torch.Tensor] = []
         batch: list[tuple[Path, tuple[int, ...]]] = []
         _flatten_tensordict(data, (), lead, torch.Size(()), (paths, leaves, batch))
-        return Structure("tensordict", tuple(paths), None, tuple(batch)), leaves
+        return Structure("tensordict", tuple(paths), None, tuple(batch), cls), leaves
     leaves = []
     spec = _flatten_pytree(data, (), leaves)
     return Structure("pytree", tuple(_spec_paths(spec, ())), spec), leaves
@@ -299,4 +357,5 @@ def unflatten(
         )
     # ``_new_unsafe`` skips the per-call validation of the public constructor (~5x faster); the
     # leaves come from our own storage, so their shapes are known to be consistent.
-    return TensorDict._new_unsafe(root, batch_size=root_size)
+    td = TensorDict._new_unsafe(root, batch_size=root_size)
+    return td if structure.tensorclass is None else structure.tensorclass._from_tensordict(td)

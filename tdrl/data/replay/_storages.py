@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensorclass
 
 from tdrl.errors import CheckpointError
 
@@ -222,15 +222,24 @@ class Storage(abc.ABC):
 
 
 def _is_tensor_data(data: Any) -> bool:
-    return isinstance(data, (TensorDictBase, torch.Tensor, dict, tuple))
+    if isinstance(data, (TensorDictBase, torch.Tensor, dict)) or is_tensorclass(data):
+        return True
+    if isinstance(data, tuple):  # a pytree of tensors, or (as TorchRL) a sequence of objects
+        try:
+            flatten(data)
+        except TypeError:
+            return False
+        return True
+    return False
 
 
 class ListStorage(Storage):
     """A storage that keeps every element as its own Python object.
 
-    Tensor data (a TensorDict, a tensor or a pytree of tensors) is split along its first dim and
-    each element keeps its own tensors (views of the data given); sampling stacks them back.
-    Anything else can be stored from a list, one element per list item, and is sampled as a list.
+    Tensor data (a TensorDict, a tensorclass, a tensor or a pytree of tensors) is split along its
+    first dim and each element keeps its own tensors (views of the data given); sampling stacks
+    them back. Anything else is stored from an iterable (a list, a tuple, ``range(n)``, a set, an
+    array, ...), one element per item, as TorchRL, and is sampled as a list.
     Flexible but slower than tensor storages, and not checkpointable with ``dumps`` (use
     :class:`~tdrl.data.LazyTensorStorage` for that).
 
@@ -310,10 +319,11 @@ class ListStorage(Storage):
             3
         """
         if not _is_tensor_data(data):
-            if not single and not isinstance(data, list):
+            if not single and (isinstance(data, (str, bytes)) or not hasattr(data, "__iter__")):
                 raise TypeError(
                     f"ListStorage.extend: cannot split a {type(data).__name__} into elements "
-                    "(got it; expected tensor data or a list). Use add() for a single element."
+                    "(got it; expected tensor data or an iterable of elements: a list, tuple, "
+                    "range, set, array, ...). Use add() for a single element."
                 )
             items = [data] if single else list(data)
             if self._structure is not None and len(self):
@@ -413,6 +423,12 @@ class ListStorage(Storage):
         super().empty()
         self._items = []
         self._structure = self._signature = None
+
+    @property
+    def _storage(self) -> list[Any]:
+        """TorchRL's ``storage._storage``: the list of stored elements (a new list; tensor data
+        comes as one element each, in the user's format)."""
+        return self.get_items(torch.arange(len(self)))
 
     def state_dict(self) -> dict[str, Any]:
         """The stored elements (in memory only: a list storage cannot be dumped)."""

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensorclass
 
 from tdrl.errors import CheckpointError
 
@@ -322,7 +322,7 @@ class TensorStorage(Storage):
 
     def _lead(self, data: Any, leaves: list[torch.Tensor]) -> tuple[int, ...]:
         """Returns the element-indexing (leading ``ndim``) dims of ``data``."""
-        if isinstance(data, TensorDictBase):
+        if isinstance(data, TensorDictBase) or is_tensorclass(data):
             shape: tuple[int, ...] = tuple(data.batch_size)
         else:
             shapes = {tuple(leaf.shape[: self.ndim]) for leaf in leaves}
@@ -384,7 +384,7 @@ class TensorStorage(Storage):
         structure, leaves = flatten(data, lead=self.ndim - 1 if single else self.ndim)
         if single:
             leaves = [leaf.unsqueeze(self.ndim - 1) for leaf in leaves]
-            if isinstance(data, TensorDictBase):
+            if isinstance(data, TensorDictBase) or is_tensorclass(data):
                 data = data.unsqueeze(self.ndim - 1)
         lead = self.storage_order(self._lead(data, leaves))
         if self._device is not None and any(leaf.device != self._device for leaf in leaves):
