@@ -58,7 +58,7 @@ def params(path: str, drop: tuple[str, ...] = ()) -> list[str]:
 
 def source(path: str) -> str:
     target = obj(path)
-    target = target.__init__ if inspect.isclass(target) else target
+    target = inspect.unwrap(target.__init__ if inspect.isclass(target) else target)
     file = inspect.getsourcefile(target) or "?"
     line = inspect.getsourcelines(target)[1]
     return f"{file.split('site-packages/')[-1]}:{line}"
