@@ -171,3 +171,31 @@ def _(lib: Any) -> Any:
     action = td.pop("action")
     td["next"].pop("reward")
     return {"td": td, "action_in_bounds": bool(action.abs().le(1).all())}
+
+
+@scenario("envs/CountEnv/rollout_set_truncated")
+def _(lib: Any) -> Any:
+    env = count_env(lib, (2,), horizon=6)
+    return capture(lambda: env.rollout(3, det_policy(), set_truncated=True))
+
+
+@scenario("envs/CountEnv/fake_tensordict")
+def _(lib: Any) -> Any:
+    env = count_env(lib, (2,))
+    return env.fake_tensordict()
+
+
+@scenario("envs/CountEnv/rand_action")
+def _(lib: Any) -> Any:
+    env = count_env(lib, (2,))
+    td = env.rand_action(env.reset())
+    return {"keys": sorted(map(str, td.keys(True, True))), "shape": list(td["action"].shape)}
+
+
+@scenario("envs/CountEnv/rollout_policy_none")
+def _(lib: Any) -> Any:
+    env = count_env(lib, (2,))
+    td = env.rollout(3)
+    action = td.pop("action")
+    td["next"].pop("reward")
+    return {"td": td, "in_bounds": bool(action.abs().le(1).all())}

@@ -228,3 +228,16 @@ def _(lib: Any) -> Any:
     )
     indices = [rb.extend(torch.arange(i * 2, i * 2 + 2)) for i in range(3)]
     return {"indices": indices, "all": rb[:]}
+
+
+@scenario("samplers/PrioritizedReplayBuffer/update_tensordict_priority")
+def _(lib: Any) -> Any:
+    rb = lib.data.TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=1.0, storage=lib.data.LazyTensorStorage(4), batch_size=4
+    )
+    rb.extend(TensorDict({"obs": torch.arange(4)}, [4]))
+    # as after a loss wrote td_error into a sample of every index: priority = index + 1
+    update = TensorDict({"index": torch.arange(4), "td_error": torch.arange(4.0) + 1}, [4])
+    rb.update_tensordict_priority(update)
+    after = rb.sample(256)
+    return {"weights": _weights_by_index(after)}
