@@ -15,6 +15,7 @@ from tdrl.specs._utils import (
     as_shape,
     leaf_device,
     nearest_allowed,
+    read_indices,
     refuse_register,
     sample_allowed,
     to_index,
@@ -332,6 +333,36 @@ class OneHot(_MaskedSpec):
     def _domain_text(self) -> str:
         masked = " on allowed entries" if self.mask is not None else ""
         return f"exactly one True per row of size {self.n}{masked}"
+
+    def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
+        """The one-hot encoding of categorical indices (TorchRL): shape ``(*val.shape, n)``.
+
+        A gym ``Discrete`` value (an index) becomes this spec's one-hot vector. Use
+        :meth:`to_numpy` for the way back.
+
+        Raises:
+            SpecError: a value is not an integer in ``[0, n)``.
+
+        Examples:
+            >>> OneHot(3).encode(2).tolist()
+            [False, False, True]
+            >>> OneHot(3, dtype=torch.int64).encode([0, 1]).tolist()
+            [[1, 0, 0], [0, 1, 0]]
+        """
+        device = None if ignore_device else self.device
+        idx = read_indices(val, self.n, device, "OneHot.encode")
+        return F.one_hot(idx, self.n).to(self.dtype)
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> Any:
+        """The categorical indices of one-hot values, as a numpy array (TorchRL).
+
+        Examples:
+            >>> OneHot(3).to_numpy(torch.tensor([False, False, True]))
+            array(2)
+        """
+        if safe:
+            self.assert_is_in(val)
+        return val.long().argmax(-1).cpu().numpy()
 
     def project(self, val: torch.Tensor) -> torch.Tensor:
         """The one-hot vector of the largest allowed entry of ``val``.

@@ -6,8 +6,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
+from tdrl.errors import SpecError
 from tdrl.specs._discrete import _MaskedSpec
 from tdrl.specs._space import BoxList
 from tdrl.specs._utils import (
@@ -17,6 +19,7 @@ from tdrl.specs._utils import (
     as_shape,
     leaf_device,
     nearest_allowed,
+    read_indices,
     refuse_register,
     sample_allowed,
     to_index,
@@ -307,6 +310,41 @@ class MultiOneHot(_MultiBase):
     def _domain_text(self) -> str:
         masked = " on allowed entries" if self.mask is not None else ""
         return f"one True per block of sizes {list(self.nvec)}{masked}"
+
+    def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
+        """The one-hot blocks of per-sub-action indices (TorchRL): the last dim of ``val``
+        holds one index per entry of ``nvec`` (a gym ``MultiDiscrete`` value).
+
+        Raises:
+            SpecError: an index is not an integer in ``[0, nvec[i])``.
+
+        Examples:
+            >>> MultiOneHot([2, 3]).encode([1, 0]).tolist()
+            [False, True, True, False, False]
+        """
+        shape = tuple(val.shape) if hasattr(val, "shape") else np.shape(val)
+        if len(shape) == 0 or shape[-1] != len(self.nvec):
+            raise SpecError(
+                f"MultiOneHot.encode: one index per sub-action is needed (got shape "
+                f"{tuple(shape)}; expected (..., {len(self.nvec)})). Pass indices shaped "
+                "like the MultiCategorical of this spec."
+            )
+        device = None if ignore_device else self.device
+        idx = read_indices(val, self._layout.nvec_t, device, "MultiOneHot.encode")
+        out = torch.zeros(*idx.shape[:-1], sum(self.nvec), dtype=self.dtype, device=idx.device)
+        ones = torch.ones(idx.shape, dtype=self.dtype, device=idx.device)
+        return out.scatter_(-1, idx + self._layout.offsets.to(idx.device), ones)
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> Any:
+        """The per-sub-action indices, as a numpy array (TorchRL).
+
+        Examples:
+            >>> MultiOneHot([2, 3]).to_numpy(torch.tensor([False, True, True, False, False]))
+            array([1, 0])
+        """
+        if safe:
+            self.assert_is_in(val)
+        return self.to_categorical(val).cpu().numpy()
 
     def project(self, val: torch.Tensor) -> torch.Tensor:
         """Keeps the largest allowed entry of every block.

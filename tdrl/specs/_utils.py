@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
+
+from tdrl.errors import SpecError
 
 ShapeLike = int | Sequence[int] | torch.Size
 DeviceLike = torch.device | str | int | None
@@ -151,3 +154,35 @@ def refuse_register(owner: str, use_register: bool) -> None:
             f"{owner}.__init__: use_register=True is not supported (got True; expected False): "
             "tdrl encodes values without a register. Drop the argument."
         )
+
+
+def read_indices(
+    val: Any, limits: torch.Tensor | int, device: torch.device | None, where: str
+) -> torch.Tensor:
+    """Categorical indices from a tensor, numpy array, list or scalar (``encode`` of one-hot
+    specs): int64, on ``device`` (``None``: where they are), each in ``[0, limits)``.
+
+    Raises:
+        SpecError: a value is not an integer in range (``where`` names the method).
+
+    Examples:
+        >>> read_indices([0, 2], 3, None, "OneHot.encode").tolist()
+        [0, 2]
+    """
+    t = val if isinstance(val, torch.Tensor) else torch.as_tensor(np.asarray(val))
+    if device is not None:
+        t = t.to(device)
+    if t.dtype.is_floating_point and not bool((t == t.round()).all()):
+        raise SpecError(
+            f"{where}: the values are not categorical indices (got {t.flatten()[:8].tolist()};"
+            " expected integers). Encode indices (a one-hot value needs no encoding)."
+        )
+    idx = t.to(torch.int64)
+    bound = limits.to(idx.device) if isinstance(limits, torch.Tensor) else limits
+    if bool(((idx < 0) | (idx >= bound)).any()):
+        high = limits if isinstance(limits, int) else limits.tolist()
+        raise SpecError(
+            f"{where}: an index is out of range (got {idx.flatten()[:8].tolist()}; expected"
+            f" indices in [0, {high})). Encode indices of the spec's categories."
+        )
+    return idx

@@ -36,8 +36,33 @@ def test_to_numpy_is_the_numpy_array_of_the_value(spec):
     value = spec.rand()
     out = spec.to_numpy(value)
     assert isinstance(out, np.ndarray)
-    assert out.shape == tuple(value.shape) and out.tolist() == value.tolist()
+    if isinstance(spec, (OneHot, MultiOneHot)):  # TorchRL: the categorical indices
+        assert out.tolist() == spec.to_categorical(value).tolist()
+    else:
+        assert out.shape == tuple(value.shape) and out.tolist() == value.tolist()
     assert spec.encode(out).tolist() == value.tolist()
+
+
+def test_one_hot_specs_encode_indices_and_to_numpy_gives_them_back():
+    # TorchRL: OneHot.encode one-hot encodes categorical indices (a gym Discrete value)
+    spec = OneHot(3, dtype=torch.int64)
+    assert spec.encode(np.int64(1)).tolist() == [0, 1, 0]
+    assert spec.encode([2, 0]).tolist() == [[0, 0, 1], [1, 0, 0]]
+    assert spec.encode(torch.tensor(2.0)).tolist() == [0, 0, 1]
+    assert OneHot(3).encode(1).dtype == torch.bool
+    assert spec.to_numpy(torch.tensor([[0, 0, 1], [1, 0, 0]])).tolist() == [2, 0]
+    with pytest.raises(SpecError, match=r"OneHot.encode: an index is out of range"):
+        spec.encode(3)
+    with pytest.raises(SpecError, match=r"OneHot.encode: the values are not categorical"):
+        spec.encode(1.5)
+    multi = MultiOneHot([2, 3])
+    assert multi.encode(np.array([1, 2])).tolist() == [False, True, False, False, True]
+    assert multi.encode([[0, 0], [1, 1]]).long().tolist() == [[1, 0, 1, 0, 0], [0, 1, 0, 1, 0]]
+    assert multi.to_numpy(multi.encode([1, 2])).tolist() == [1, 2]
+    with pytest.raises(SpecError, match=r"MultiOneHot.encode: an index is out of range"):
+        multi.encode([2, 0])
+    with pytest.raises(SpecError, match=r"one index per sub-action is needed"):
+        multi.encode([1, 0, 0, 0, 1])
 
 
 def test_to_numpy_safe_checks_the_value_first():
