@@ -7,6 +7,7 @@ The spec classes of :mod:`tdrl.specs` are re-exported here too (the same objects
 
 from tdrl.data._multistep import MultiStep
 from tdrl.data.replay import (
+    H5StorageCheckpointer,
     LazyMemmapStorage,
     LazyTensorStorage,
     ListStorage,
@@ -47,6 +48,7 @@ __all__ = [
     "Bounded",
     "Categorical",
     "Composite",
+    "H5StorageCheckpointer",
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",

@@ -109,7 +109,6 @@ def test_pin_memory_and_compilable():
     [
         {"dim_extend": 1},
         {"shared": True},
-        {"checkpointer": object()},
         {"consume_after_n_samples": 2},
         {"transport": "ray"},
         {"sample_unit": object()},
@@ -121,6 +120,12 @@ def test_unsupported_torchrl_arguments_are_refused(kwargs):
         ReplayBuffer(**kwargs)
     with pytest.raises(ValueError, match=f"{name} is not supported"):
         TensorDictReplayBuffer(**kwargs)
+
+
+def test_checkpointers_other_than_h5_are_refused():
+    for build in (ReplayBuffer, TensorDictReplayBuffer):
+        with pytest.raises(TypeError, match="unsupported checkpointer"):
+            build(storage=LazyTensorStorage(4), checkpointer=object())
 
 
 def test_prioritized_arguments_follow_torchrl():

@@ -72,7 +72,7 @@ def test_lazy_storage_options_tdrl_lacks_are_refused():
         LazyMemmapStorage(4, shared_init=True)
     with pytest.raises(ValueError, match="memory-mapped files live on the CPU"):
         LazyMemmapStorage(4, device="cuda")
-    with pytest.raises(ValueError, match="checkpointer is not supported"):
+    with pytest.raises(TypeError, match="unsupported checkpointer"):
         ListStorage(4).__class__.__mro__[1].__init__(ListStorage(4), 4, checkpointer=object())
     assert LazyTensorStorage(4, compilable=True).compilable
     assert LazyMemmapStorage(4, device="auto").device == torch.device("cpu")

@@ -12,6 +12,7 @@ holds) and a :class:`Writer` (where new data goes)::
 """
 
 from ._buffers import ReplayBuffer
+from ._h5 import H5StorageCheckpointer
 from ._memmap_storage import LazyMemmapStorage
 from ._prioritized import PrioritizedSampler
 from ._prioritized_buffers import PrioritizedReplayBuffer, TensorDictPrioritizedReplayBuffer
@@ -30,6 +31,7 @@ from ._writers import (
 )
 
 __all__ = [
+    "H5StorageCheckpointer",
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",

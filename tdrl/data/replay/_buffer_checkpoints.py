@@ -23,6 +23,7 @@ from ._buffer_state import (
     read_buffer_dir,
     write_buffer_dir,
 )
+from ._h5 import write_h5_storage
 from ._safe_io import checkpoint_errors
 from ._samplers import Sampler
 from ._storages import Storage
@@ -161,12 +162,25 @@ class BufferCheckpoints:
                 f"{where}: {type(self._storage).__name__} cannot be dumped (got a storage of arbitrary Python objects; expected a tensor storage). Use LazyTensorStorage or LazyMemmapStorage."
             )
         with self._lock:  # the state holds views of the storage: no write may interleave
-            write_buffer_dir(path, self.state_dict(), where)
+            state = self.state_dict()
+            checkpointer = self._storage.checkpointer
+            if checkpointer is None:
+                write_buffer_dir(path, state, where)
+                return
+            storage = state["storage"]
+
+            def h5(tmp: Path) -> None:
+                write_h5_storage(
+                    tmp / "storage" / checkpointer.checkpoint_file, storage, checkpointer
+                )
+
+            write_buffer_dir(path, {**state, "storage": checkpointer.marker()}, where, after=h5)
 
     def loads(self, path: str | os.PathLike[str]) -> None:
         """Restores a checkpoint written by :meth:`dumps` (no pickle: JSON and raw files only).
 
-        Unknown extra files in the directory are ignored.
+        Unknown extra files in the directory are ignored. A checkpoint whose storage was
+        written by an :class:`~tdrl.data.H5StorageCheckpointer` loads too (it needs h5py).
 
         Raises:
             CheckpointError: if the directory is missing, partial or corrupted, or was dumped from
@@ -174,4 +188,5 @@ class BufferCheckpoints:
         """
         where = f"{type(self).__name__}.loads"
         with checkpoint_errors(path, where):
-            self._load(read_buffer_dir(path, where), where, Path(path))
+            state = read_buffer_dir(path, where, self._storage.max_size)
+            self._load(state, where, Path(path))

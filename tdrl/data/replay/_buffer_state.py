@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import torch
 from tdrl.errors import CheckpointError
 
 from ._checkpoint import atomic_write_dir, read_json, read_tree, resolve_checkpoint_dir, write_tree
+from ._h5 import read_h5_storage
 from ._safe_io import checkpoint_files
 
 __all__ = [
@@ -29,6 +32,7 @@ VERSION = 1
 METADATA = "buffer_metadata.json"
 _HEADER = ("format", "version", "components", "len")
 _SECTIONS = ("storage", "sampler", "writer")
+_PLAIN = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
 
 
 def _config_diff(prefix: str, saved: Any, current: dict[str, Any]) -> list[str]:
@@ -107,18 +111,35 @@ def checked_generator_state(state: dict[str, Any], where: str) -> torch.Tensor |
     return generator["state"]
 
 
-def write_buffer_dir(path: str | os.PathLike[str], state: dict[str, Any], where: str) -> None:
+def write_buffer_dir(
+    path: str | os.PathLike[str],
+    state: dict[str, Any],
+    where: str,
+    after: Callable[[Path], None] | None = None,
+) -> None:
     """Writes a buffer ``state_dict`` as a checkpoint directory, atomically.
 
     The header goes to ``buffer_metadata.json``; every other section becomes a folder.
+    ``after(tmp)`` adds files to the folder before it is swapped into place.
     """
     header = {k: state[k] for k in _HEADER}
     body = {k: v for k, v in state.items() if k not in _HEADER}
-    atomic_write_dir(path, lambda tmp: write_tree(tmp, body, {METADATA: header}), where)
+
+    def write(tmp: Path) -> None:
+        write_tree(tmp, body, {METADATA: header})
+        if after is not None:
+            after(tmp)
+
+    atomic_write_dir(path, write, where)
 
 
-def read_buffer_dir(path: str | os.PathLike[str], where: str) -> dict[str, Any]:
-    """Reads a checkpoint directory back into a buffer ``state_dict`` (JSON and raw files only)."""
+def read_buffer_dir(
+    path: str | os.PathLike[str], where: str, max_size: int | None = None
+) -> dict[str, Any]:
+    """Reads a checkpoint directory back into a buffer ``state_dict`` (JSON, raw files and,
+    for an :class:`~tdrl.data.H5StorageCheckpointer` checkpoint, its HDF5 file; never pickle).
+
+    ``max_size`` (the loading storage's) bounds what an HDF5 storage file may hold."""
     directory = resolve_checkpoint_dir(path, where)
     checkpoint_files(directory, where)  # no link or special file anywhere, before any read
     header = read_json(Path(directory) / METADATA, where)
@@ -134,4 +155,26 @@ def read_buffer_dir(path: str | os.PathLike[str], where: str) -> dict[str, Any]:
             f"{where}: the checkpoint lacks {missing} (got {sorted(tree)}; expected storage, "
             "sampler and writer). The checkpoint is partial; dump again."
         )
+    storage = tree["storage"]
+    if "checkpointer" in storage:
+        tree["storage"] = _read_h5_section(Path(directory) / "storage", storage, where, max_size)
     return {**tree, **header}
+
+
+def _read_h5_section(
+    folder: Path, marker: dict[str, Any], where: str, max_size: int | None
+) -> dict[str, Any]:
+    name = marker.get("file")
+    if (
+        marker.get("checkpointer") != "h5"
+        or set(marker) != {"checkpointer", "file"}
+        or not isinstance(name, str)
+        or not _PLAIN.fullmatch(name)
+    ):
+        raise CheckpointError(
+            f"{where}: {folder / 'meta.json'} names an invalid storage file (got {marker!r}; "
+            "expected {'checkpointer': 'h5', 'file': <plain file name>}). The checkpoint is "
+            "corrupted; dump again."
+        )
+    limit = max_size if max_size is not None else 2**62
+    return read_h5_storage(folder / name, where, limit)

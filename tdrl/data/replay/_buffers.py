@@ -12,6 +12,7 @@ import torch
 
 from ._buffer_checkpoints import BufferCheckpoints
 from ._buffer_transforms import BufferIndexing, TransformChain, pin
+from ._h5 import H5StorageCheckpointer
 from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
 from ._refuse import refuse_unsupported
@@ -92,6 +93,8 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             Prefetched batches may predate later ``extend``/``update_priority`` calls.
         generator: the random generator of the sampler; a seeded one makes sampling
             reproducible (its state is part of checkpoints).
+        checkpointer: an :class:`~tdrl.data.H5StorageCheckpointer` makes :meth:`dumps` write
+            the storage as one HDF5 file (set on the storage, as TorchRL).
 
     Examples:
         >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
@@ -117,7 +120,7 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         transform_factory: Callable[[], Callable[[Any], Any]] | None = None,
         batch_size: int | None = None,
         dim_extend: int | None = None,
-        checkpointer: Any = None,
+        checkpointer: H5StorageCheckpointer | None = None,
         generator: torch.Generator | None = None,
         consume_after_n_samples: int | None = None,
         shared: bool = False,
@@ -133,7 +136,6 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             name,
             sample_unit=(sample_unit, None),
             dim_extend=(dim_extend, None),
-            checkpointer=(checkpointer, None),
             consume_after_n_samples=(consume_after_n_samples, None),
             shared=(shared, False),
             service_backend=(service_backend, "direct"),
@@ -165,6 +167,8 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         self._storage = made_storage if made_storage is not None else ListStorage(1000)
         self._sampler = made_sampler if made_sampler is not None else RandomSampler()
         self._writer = made_writer if made_writer is not None else RoundRobinWriter()
+        if checkpointer is not None:  # as TorchRL: the buffer's checkpointer goes to its storage
+            self._storage.checkpointer = checkpointer
         self._sampler.check_storage(self._storage)
         self._writer.check_storage(self._storage)
         self._transforms = TransformChain()

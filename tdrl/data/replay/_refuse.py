@@ -25,7 +25,6 @@ def refuse_unsupported(owner: str, **args: tuple[Any, Any]) -> None:
 _WHY = {
     "sample_unit": "Use a SliceSampler for windows of steps",
     "dim_extend": "Lay data out [env, time] with LazyTensorStorage(ndim=2) instead",
-    "checkpointer": "Buffers write pickle-free checkpoints with dumps()/loads()",
     "consume_after_n_samples": "Call empty() after the samples you need",
     "shared": "Buffers are shared by threads in one process, not across processes",
     "service_backend": "Buffers run in the calling process",

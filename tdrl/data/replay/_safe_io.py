@@ -34,6 +34,7 @@ __all__ = [
     "map_tensor",
     "read_bytes",
     "read_json",
+    "read_json_bytes",
     "refuse_link",
     "sha256_file",
 ]
@@ -239,7 +240,16 @@ def read_json(path: Path, where: str) -> Any:
         >>> read_json(p, "example")
         {'a': [1, 2]}
     """
-    raw = read_bytes(path, where, MAX_JSON_BYTES)
+    return read_json_bytes(read_bytes(path, where, MAX_JSON_BYTES), path, where)
+
+
+def read_json_bytes(raw: bytes, path: Path, where: str) -> Any:
+    """Parses JSON ``raw`` read from ``path`` with the checks of :func:`read_json`.
+
+    Examples:
+        >>> read_json_bytes(b'[1]', Path("x.json"), "example")
+        [1]
+    """
     try:
         value = json.loads(raw.decode("utf-8"))
     except RecursionError:

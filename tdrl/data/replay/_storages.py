@@ -19,6 +19,7 @@ from tensordict import TensorDictBase, is_tensorclass
 
 from tdrl.errors import CheckpointError
 
+from ._h5 import H5StorageCheckpointer
 from ._pytree import Structure, align, flatten, unflatten
 
 __all__ = ["UNBOUNDED", "Batch", "ListStorage", "Storage"]
@@ -83,18 +84,35 @@ class Storage(abc.ABC):
                 f"{type(self).__name__}.__init__: invalid max_size (got {max_size!r}; expected an int "
                 ">= 1). Pass the number of elements the storage holds."
             )
-        if checkpointer is not None:
-            raise ValueError(
-                f"{type(self).__name__}.__init__: checkpointer is not supported by tdrl (got "
-                f"{checkpointer!r}; expected None). Buffers write pickle-free checkpoints with "
-                "dumps()/loads()."
-            )
         self.max_size = max_size
+        self._checkpointer: H5StorageCheckpointer | None = None
+        self.checkpointer = checkpointer
         self.ndim = 1
         self._filled = 0
         # TorchRL's flag for torch.compile-friendly storages: tdrl's storages hold no
         # Python-side state that compile must skip, so both values behave the same.
         self.compilable = bool(compilable)
+
+    @property
+    def checkpointer(self) -> H5StorageCheckpointer | None:
+        """How ``dumps`` writes the storage: ``None`` for tdrl's raw files, or an
+        :class:`~tdrl.data.H5StorageCheckpointer` for one HDF5 file (TorchRL's attribute)."""
+        return self._checkpointer
+
+    @checkpointer.setter
+    def checkpointer(self, value: H5StorageCheckpointer | None) -> None:
+        name = f"{type(self).__name__}.checkpointer"
+        if value is not None and not isinstance(value, H5StorageCheckpointer):
+            raise TypeError(
+                f"{name}: unsupported checkpointer (got {type(value).__name__}; expected None or "
+                "an H5StorageCheckpointer). Leave it None for tdrl's pickle-free format."
+            )
+        if value is not None and not self.checkpointable:
+            raise ValueError(
+                f"{name}: {type(self).__name__} cannot be dumped (got {value!r}; expected a "
+                "tensor storage). Use LazyTensorStorage or LazyMemmapStorage."
+            )
+        self._checkpointer = value
 
     @property
     def bounded(self) -> bool:
