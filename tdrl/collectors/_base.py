@@ -8,6 +8,7 @@ weights before handing them to the collector's own ``_push_weights``.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -16,6 +17,7 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from tdrl.collectors._split import split_trajectories
+from tdrl.collectors._trajs import TrajectoryAssembler, iterate_trajectories
 from tdrl.collectors._weight_sync import policy_weights
 
 __all__ = ["BaseCollector", "iterate_batches"]
@@ -27,13 +29,14 @@ Weights: TypeAlias = TensorDictBase | Mapping[str, Any] | nn.Module
 class BaseCollector(abc.ABC):
     """The base of tdrl's collectors; subclass it to write a collector of your own.
 
-    A subclass sets ``frames_per_batch`` and ``total_frames`` (``-1``: never stop) and
-    implements :meth:`iterator`, :meth:`shutdown`, :meth:`set_seed`, :meth:`state_dict`,
+    A subclass sets ``requested_frames_per_batch`` (the frames of a batch) and ``total_frames``
+    (``-1``: never stop) and implements :meth:`iterator`, :meth:`shutdown`, :meth:`set_seed`, :meth:`state_dict`,
     :meth:`load_state_dict` and ``_push_weights(weights, worker_ids)`` (``weights`` is None or
     a TensorDict/``state_dict`` of policy weights, ``worker_ids`` None for every worker or a
     list of worker indices). In return it gets ``for batch in collector``, ``len``, ``with``
-    blocks (shutdown on exit), shutdown at garbage collection and TorchRL's
-    :meth:`update_policy_weights_` forms.
+    blocks (shutdown on exit), shutdown at garbage collection, TorchRL's
+    :meth:`update_policy_weights_` forms, background collection into a replay buffer
+    (:meth:`start`) and, when it sets ``trajs_per_batch``, batches of whole trajectories.
 
     Args:
         pre_collect_hook: called with no argument before each batch is collected.
@@ -42,10 +45,10 @@ class BaseCollector(abc.ABC):
     Examples:
         >>> from tensordict import TensorDict
         >>> class Constant(BaseCollector):
-        ...     frames_per_batch, total_frames = 2, 4
+        ...     requested_frames_per_batch, total_frames = 2, 4
         ...     def iterator(self):
         ...         for _ in range(len(self)):
-        ...             yield TensorDict(x=torch.zeros(self.frames_per_batch), batch_size=[2])
+        ...             yield TensorDict(x=torch.zeros(2), batch_size=[2])
         ...     def shutdown(self, timeout=None, close_env=True, raise_on_error=True): ...
         ...     def set_seed(self, seed, static_seed=False): return seed
         ...     def state_dict(self): return {}
@@ -56,9 +59,18 @@ class BaseCollector(abc.ABC):
         [torch.Size([2]), torch.Size([2])]
     """
 
-    frames_per_batch: int
+    requested_frames_per_batch: int
     total_frames: int
+    replay_buffer: Any = None
+    reset_at_each_iter = False
+    trajs_per_batch: int | None = None
+    trajs_per_write: int | None = None
+    traj_format = "padded"
     _num_weight_workers = 1  # the worker indices update_policy_weights_ accepts: range(this)
+    _assembler: TrajectoryAssembler | None = None  # set while trajs_per_batch iterates
+    _thread: threading.Thread | None = None
+    _thread_error: BaseException | None = None
+    _stop = False
 
     def __init__(
         self,
@@ -68,6 +80,8 @@ class BaseCollector(abc.ABC):
     ) -> None:
         self.pre_collect_hook = pre_collect_hook
         self.post_collect_hook = post_collect_hook
+        # one batch or weight update at a time: start() collects in a thread
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ to implement
     @abc.abstractmethod
@@ -130,6 +144,21 @@ class BaseCollector(abc.ABC):
             TypeError: ``worker_ids`` holds something other than worker indices (devices).
         """
         owner = f"{type(self).__name__}.update_policy_weights_"
+        with self._lock:  # after the batch in progress in start()'s thread, if any
+            self._update(
+                owner, policy_or_weights, weights, policy, worker_ids, model_id, weights_dict
+            )
+
+    def _update(
+        self,
+        owner: str,
+        policy_or_weights: Any,
+        weights: Any,
+        policy: Any,
+        worker_ids: Any,
+        model_id: Any,
+        weights_dict: Any,
+    ) -> None:
         source = _one_source(owner, policy_or_weights, weights, policy, model_id, weights_dict)
         per_worker = isinstance(source, Mapping) and not isinstance(source, TensorDictBase)
         if per_worker and len(source) and all(_is_index(k) for k in source):
@@ -162,17 +191,88 @@ class BaseCollector(abc.ABC):
         return sorted({int(w) for w in ids})
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
-        return self.iterator()
+        """The batches of :meth:`iterator`; with ``trajs_per_batch``, batches of that many
+        complete trajectories reassembled from them (see the collector's docs)."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            raise RuntimeError(
+                f"{type(self).__name__}.__iter__: the collector collects in the background "
+                "(got an iteration after start()). Sample from the replay buffer, or call "
+                "async_shutdown() first."
+            )
+        if self.trajs_per_batch is None:
+            return self.iterator()
+        return iterate_trajectories(self, self.iterator())
+
+    # ------------------------------------------------------------------ background
+    def start(self) -> None:
+        """Collects in a background thread into the replay buffer until ``total_frames`` (or
+        :meth:`async_shutdown`), while the caller samples from the buffer (TorchRL's
+        ``start``). Does nothing when the thread runs already.
+
+        The exploration type is a process-wide setting: a ``set_exploration_type`` block in
+        another thread while this one collects changes the type the policy runs under.
+
+        Raises:
+            RuntimeError: the collector has no replay buffer.
+        """
+        if self.replay_buffer is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.start: background collection writes into a replay buffer "
+                "(got replay_buffer=None). Pass replay_buffer= to the constructor."
+            )
+        if self.is_running():
+            return
+        self._stop, self._thread_error = False, None
+        self._thread = threading.Thread(target=self._run_in_background, daemon=True)
+        self._thread.start()
+
+    def _run_in_background(self) -> None:
+        try:
+            for _ in self:
+                if self._stop:
+                    return
+        except BaseException as error:  # reported by async_shutdown
+            self._thread_error = error
+
+    def is_running(self) -> bool:
+        """Whether the background collection of :meth:`start` runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _stop_background(self, timeout: float | None) -> None:
+        """Asks the background thread to stop after its batch and waits for it."""
+        self._stop = True
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def async_shutdown(self, timeout: float | None = None, close_env: bool = True) -> None:
+        """Stops the background collection of :meth:`start` (after the batch in progress),
+        then shuts the collector down.
+
+        Args:
+            timeout: seconds to wait for the background thread (None: until it stops).
+            close_env: as for :meth:`shutdown`.
+
+        Raises:
+            Exception: what the background collection raised, if it failed.
+        """
+        self._stop_background(timeout)
+        self.shutdown(timeout=timeout, close_env=close_env)
+        error, self._thread_error = self._thread_error, None
+        if error is not None:
+            raise error
 
     def __len__(self) -> int:
-        """The number of batches the iterator yields: ``ceil(total_frames / frames_per_batch)``.
+        """The number of batches the iterator yields:
+        ``ceil(total_frames / requested_frames_per_batch)``.
 
         Raises:
             TypeError: the collector never stops (``total_frames`` is not positive), as in
                 TorchRL.
         """
         if self.total_frames > 0:
-            return -(-self.total_frames // self.frames_per_batch)
+            return -(-self.total_frames // self.requested_frames_per_batch)
         raise TypeError(
             f"{type(self).__name__}.__len__: a collector without an end has no length (got "
             f"total_frames={self.total_frames}; expected a positive total_frames). Pass "
@@ -249,6 +349,7 @@ class _Iterated(Protocol):
     split_trajs: bool
     postproc: Callable[[TensorDictBase], TensorDictBase] | None
     replay_buffer: Any
+    trajs_per_batch: int | None
 
 
 def iterate_batches(
@@ -260,8 +361,10 @@ def iterate_batches(
 
     Each batch is split into trajectories (``split_trajs``), post-processed (``postproc``),
     shown to ``post_collect_hook`` and either yielded or, with a ``replay_buffer``, written to
-    it (then ``None`` is yielded).
+    it (then ``None`` is yielded). With ``trajs_per_batch`` the batches are always yielded:
+    the trajectory assembly writes the buffer.
     """
+    writes = collector.replay_buffer is not None and collector.trajs_per_batch is None
     while collector.total_frames < 0 or collector.frames < collector.total_frames:
         batch = next_batch()
         if collector.split_trajs:
@@ -270,7 +373,7 @@ def iterate_batches(
             batch = collector.postproc(batch)
         if post_collect_hook is not None:
             post_collect_hook(batch)
-        if collector.replay_buffer is not None:
+        if writes:
             collector.replay_buffer.extend(batch.reshape(-1))
             yield None
         else:

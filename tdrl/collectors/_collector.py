@@ -21,7 +21,14 @@ from tdrl.collectors._settings import (
     resolve_policy,
     truncated_keys,
 )
-from tdrl.collectors._traj_ids import trajectory_ids, truncate_long
+from tdrl.collectors._startup import (
+    calls_policy_at_start,
+    round_frames,
+    warn_frame_counts,
+    with_step_counter,
+)
+from tdrl.collectors._traj_ids import trajectory_ids
+from tdrl.collectors._trajs import check_trajectory_args
 from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import as_weights, policy_weights
 from tdrl.envs import EnvBase
@@ -39,17 +46,26 @@ Device = torch.device | str | int | None
 class Collector(BaseCollector):
     """Collects batches of transitions from one (possibly batched) env with a policy.
 
-    Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` with
-    ``T = frames_per_batch / env.batch_size.numel()`` (time last), each step holding the root
-    entries the policy saw and wrote and ``"next"``, plus trajectory ids at
-    ``("collector", "traj_ids")`` that stay unique across batches and envs. The batch memory is
-    allocated once (from a dry run of the env and the policy) and written in place; iterating
+    Iterating yields TensorDicts of batch ``[*env.batch_size, T]`` (time last), each step
+    holding the root entries the policy saw and wrote and ``"next"``, plus trajectory ids at
+    ``("collector", "traj_ids")`` that stay unique across batches and envs. As in TorchRL,
+    ``frames_per_batch`` is rounded up to a multiple of the env batch numel (with a warning):
+    :attr:`frames_per_batch` then holds ``T`` and :attr:`requested_frames_per_batch` the
+    frames of a batch. The batch memory is allocated once and written in place; iterating
     yields a copy of it that the caller owns (``list(collector)`` keeps every batch, and keys
     written into a batch never reach the next one). With ``return_same_td=True`` the iterator
     yields the collector's own memory instead (the same TensorDict every time, overwritten by
     the next batch), which spares one copy per batch. :meth:`rollout` always returns that
     memory. ``len(collector)`` is the number of batches, ``ceil(total_frames /
-    frames_per_batch)`` (a ``TypeError`` without ``total_frames``).
+    requested_frames_per_batch)`` (a ``TypeError`` without ``total_frames``).
+
+    As in TorchRL, the constructor resets the env (the first batch starts from that reset,
+    and ids start at 0) and then runs the policy once, under ``torch.no_grad`` and outside
+    any exploration-type block, on a copy of the reset data, which materialises lazy layers
+    and draws from torch's generator as TorchRL's collector does (TorchRL skips that call
+    when a ``replay_buffer`` is given and the policy has ``out_keys``; so does tdrl). Without
+    a policy, one random action is drawn from the action spec instead. Every batch then runs
+    the policy under ``exploration_type``.
 
     As in TorchRL, the steps of a batch are kept by reference and copied into the batch memory
     once the batch is complete: an env or a policy must return fresh tensors at every step (tdrl
@@ -57,13 +73,24 @@ class Collector(BaseCollector):
     or a policy editing the entries it reads in place, changes the earlier steps of the batch
     too (a step's ``"next"`` tensors are the next step's root tensors).
 
+    With ``trajs_per_batch`` the iterator yields batches of that many complete trajectories
+    (each ending with a ``done`` step) instead, reassembled across the fixed-frame batches;
+    unfinished ones wait for their end. ``traj_format="padded"`` (default) gives
+    ``[trajs_per_batch, max_len]`` zero-padded with a ``("collector", "mask")``, ``"cat"``
+    the trajectories one after the other (``[sum of lengths]``). With a ``replay_buffer`` the
+    complete trajectories are written to it flat instead (``trajs_per_write`` per
+    ``extend``, default: all that completed in the batch) and ``None`` is yielded per batch.
+
+    :meth:`start` collects in a background thread into the ``replay_buffer`` until
+    ``total_frames`` or :meth:`async_shutdown`.
+
     The signature is TorchRL's. Arguments tdrl cannot honour are accepted at their defaults
     only and raise ``ValueError`` otherwise: ``backend``, ``backend_options``,
     ``num_collectors``, ``sync``, ``track_traj_ids``, ``reset_when_done``, ``interruptor``,
     ``use_buffers`` (False), ``extend_buffer`` (False), ``trust_policy`` (False),
     ``cudagraph_policy``, ``weight_updater``, ``weight_sync_schemes``, ``weight_recv_schemes``,
-    ``track_policy_version``, ``worker_idx``, ``trajs_per_batch``, ``trajs_per_write``,
-    ``traj_format``, ``auto_register_policy_transforms`` and ``compact_obs``.
+    ``track_policy_version``, ``worker_idx``, ``auto_register_policy_transforms`` and
+    ``compact_obs``.
 
     Args:
         create_env_fn: an env, or a callable returning one (called with ``create_env_kwargs``).
@@ -71,8 +98,9 @@ class Collector(BaseCollector):
             action spec (masks honoured) when None. A ``RandomPolicy()`` without a spec takes
             the env's ``full_action_spec``.
         policy_factory: a callable returning the policy (instead of ``policy``).
-        frames_per_batch: frames per yielded batch (a multiple of the env batch numel).
-        total_frames: stop after this many frames (-1: never stop).
+        frames_per_batch: frames per batch (rounded up to a multiple of the env batch numel).
+        total_frames: stop after this many frames (-1 or None: never stop); counted in whole
+            batches.
         device: the default of ``storing_device`` and ``policy_device`` (the env keeps its
             device, see ``env_device``).
         storing_device: device of the yielded batches (default: the env data's).
@@ -82,22 +110,31 @@ class Collector(BaseCollector):
             moved (TorchRL casts them): another device than the env's is an error. Data is
             moved between the policy and the env when their devices differ.
         create_env_kwargs: keyword arguments of ``create_env_fn``.
-        max_frames_per_traj: truncate (``truncated`` and ``done`` set) and reset trajectories
-            longer than this.
-        init_random_frames: use random actions for the first frames (None: 0).
+        max_frames_per_traj: a positive value wraps the env in a ``TransformedEnv`` with a
+            ``StepCounter(max_steps=max_frames_per_traj)``: ``"step_count"`` (int64, root and
+            ``"next"``) counts the steps, and trajectories reaching the limit are truncated
+            (``truncated`` and ``done`` set) and reset. None, 0 or a negative value: no limit.
+            The env must not count steps already (a ``"step_count"`` entry is an error).
+        init_random_frames: whole batches use random actions while fewer frames than this
+            were collected (with a ``replay_buffer``: written to it); None or -1: none.
         reset_at_each_iter: reset every env at the start of each batch.
         postproc: a callable applied to each batch before it is yielded or stored.
         split_trajs: yield ``[num_trajs, max_len]`` padded trajectories with a
-            ``("collector", "mask")`` (None: False).
-        exploration_type: the exploration type the policy runs under (default RANDOM).
+            ``("collector", "mask")`` (None: False; see :func:`split_trajectories`).
+        exploration_type: the exploration type the policy runs under (None: RANDOM).
         return_same_td: yield the collector's batch memory itself (the same TensorDict each
             batch, valid until the next one) instead of a copy the caller owns.
         set_truncated: mark the last step of every batch ``truncated`` (and ``done``); the env
             needs a ``truncated`` entry.
         replay_buffer: if given, every batch is written to it and the iterator yields ``None``.
         compile_policy: ``True`` or a dict of ``torch.compile`` keyword arguments: the policy
-            call is compiled after ``warmup`` (default 1) eager calls.
+            call is compiled after ``warmup`` (default 1) eager calls (the construction call
+            is one of them).
         no_cuda_sync: accepted (tdrl collectors never synchronise CUDA explicitly).
+        trajs_per_batch: yield batches of this many complete trajectories (see above).
+        trajs_per_write: with ``trajs_per_batch`` and a ``replay_buffer``: trajectories per
+            ``extend``.
+        traj_format: with ``trajs_per_batch``: ``"padded"`` (None) or ``"cat"``.
         pre_collect_hook: called with no argument before each batch is collected.
         post_collect_hook: called with each batch before it is yielded or stored.
 
@@ -132,7 +169,7 @@ class Collector(BaseCollector):
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
         split_trajs: bool | None = None,
         track_traj_ids: bool = True,
-        exploration_type: ExplorationType = ExplorationType.RANDOM,
+        exploration_type: ExplorationType | None = ExplorationType.RANDOM,
         return_same_td: bool = False,
         reset_when_done: bool = True,
         interruptor: Any = None,
@@ -177,9 +214,6 @@ class Collector(BaseCollector):
                 "weight_recv_schemes": weight_recv_schemes,
                 "track_policy_version": track_policy_version,
                 "worker_idx": worker_idx,
-                "trajs_per_batch": trajs_per_batch,
-                "trajs_per_write": trajs_per_write,
-                "traj_format": traj_format,
                 "auto_register_policy_transforms": auto_register_policy_transforms,
                 "compact_obs": compact_obs,
             },
@@ -196,23 +230,25 @@ class Collector(BaseCollector):
                 "expected at most one). The buffer stores copies of each batch: drop "
                 "return_same_td."
             )
-        self.env, self._owns_env = build_env(owner, create_env_fn, create_env_kwargs)
+        self.traj_format = check_trajectory_args(
+            owner, trajs_per_batch, trajs_per_write, traj_format, bool(split_trajs)
+        )
+        self.trajs_per_batch, self.trajs_per_write = trajs_per_batch, trajs_per_write
+        env, self._owns_env = build_env(owner, create_env_fn, create_env_kwargs)
+        self.env = env
         self._shutdown = False
+        self.max_frames_per_traj = int(max_frames_per_traj or 0)
+        self.env = with_step_counter(owner, env, self.max_frames_per_traj)
         numel = max(self.env.batch_size.numel(), 1)
-        if frames_per_batch <= 0 or frames_per_batch % numel:
-            raise ValueError(
-                f"Collector.__init__: frames_per_batch must be a positive multiple of the env "
-                f"batch numel (got {frames_per_batch}; expected a multiple of {numel})."
-            )
-        self.frames_per_batch = frames_per_batch
-        self.steps_per_batch = frames_per_batch // numel
-        self.total_frames = total_frames
-        self.max_frames_per_traj = max_frames_per_traj
+        self.frames_per_batch = round_frames(owner, frames_per_batch, numel, "the env batch numel")
+        self.requested_frames_per_batch = self.frames_per_batch * numel
+        self.total_frames = -1 if total_frames is None else int(total_frames)
         self.init_random_frames = int(init_random_frames or 0)
+        warn_frame_counts(owner, self.total_frames, self.init_random_frames, frames_per_batch)
         self._policy_fill: list[tuple[Any, torch.Tensor]] | None = None
-        self.reset_at_each_iter = reset_at_each_iter
+        self.reset_at_each_iter = bool(reset_at_each_iter)
         self.split_trajs = bool(split_trajs)
-        self.exploration_type = exploration_type
+        self.exploration_type = exploration_type or ExplorationType.RANDOM
         self.env_device, self.policy_device, self.storing_device = resolve_devices(
             owner, self.env, device, storing_device, policy_device, env_device
         )
@@ -225,13 +261,15 @@ class Collector(BaseCollector):
         self.no_cuda_sync = bool(no_cuda_sync)
         super().__init__(pre_collect_hook=pre_collect_hook, post_collect_hook=post_collect_hook)
         self.frames = 0
-        self._root: TensorDictBase | None = None
         self._buffer: RolloutBuffer | None = None
         self._ids = trajectory_ids(self.env)
-        self._traj_steps: torch.Tensor | None = None
         self._numel = numel
         self._fast_random = type(self.env).rand_action is EnvBase.rand_action
         self._rand_leaves: list[tuple[Any, Any]] = []
+        self._random_batch = self.policy is None
+        with torch.no_grad():
+            self._root: TensorDictBase = self._start()
+            self._first_policy_call()
 
     def _set_policy(self, policy: Policy | None, compile_policy: Any) -> None:
         """Keeps ``policy`` (a copy on ``policy_device`` when its weights are elsewhere) and
@@ -249,8 +287,40 @@ class Collector(BaseCollector):
         self._policy_call = compiled_call("Collector.__init__", policy, compile_policy)
 
     # ------------------------------------------------------------------ policy
+    def _first_policy_call(self) -> None:
+        """TorchRL's construction-time policy call (see the class docs): runs the policy on a
+        copy of the reset data and keeps zeros of what it writes besides the actions, which
+        random-action steps carry."""
+        if self.policy is None:
+            self.env.full_action_spec.rand()  # TorchRL's RandomPolicy(action spec) runs here
+            return
+        if not calls_policy_at_start(self.policy, self.env, self.replay_buffer is not None):
+            return
+        td = self._root.copy()
+        if self.policy_device is not None and td.device != self.policy_device:
+            td = td.to(self.policy_device)
+        before = set(td.keys(True, True))
+        assert self._policy_call is not None
+        out = self._policy_call(td)
+        actions = set(self.env.action_keys)
+        self._policy_fill = [
+            (key, torch.zeros_like(out.get(key)))
+            for key in out.keys(True, True)
+            if key not in before and key not in actions
+        ]
+
+    def _use_random_frames(self) -> bool:
+        """Whether the next batch takes random actions: TorchRL counts ``init_random_frames``
+        in whole batches, against the replay buffer's ``write_count`` when there is one."""
+        if self.policy is None:
+            return True
+        if self.init_random_frames <= 0:
+            return False
+        done = getattr(self.replay_buffer, "write_count", self.frames)
+        return int(done) < self.init_random_frames
+
     def _act(self, td: TensorDictBase) -> TensorDictBase:
-        if self.policy is None or self.frames < self.init_random_frames:
+        if self._random_batch:
             if self.policy is not None:
                 self._fill_policy_outputs(td)
             if not self._fast_random:
@@ -293,10 +363,10 @@ class Collector(BaseCollector):
 
     # ------------------------------------------------------------------ collection
     def _start(self) -> TensorDictBase:
+        """Resets every env; the trajectories that start get fresh ids."""
         root = self.env.reset()
         for ids in self._ids:
             ids.start()
-        self._traj_steps = torch.zeros(self.env.batch_size, dtype=torch.long)
         return root
 
     def _make_buffer(self, td: TensorDictBase) -> RolloutBuffer:
@@ -304,7 +374,7 @@ class Collector(BaseCollector):
         for ids in self._ids:
             example.set(ids.key, ids.ids)
         buffer = RolloutBuffer(
-            example, self.steps_per_batch, self.storing_device, external=[i.key for i in self._ids]
+            example, self.frames_per_batch, self.storing_device, external=[i.key for i in self._ids]
         )
         return buffer
 
@@ -314,17 +384,11 @@ class Collector(BaseCollector):
         """Step ``t`` of the batch (``acted``: the policy's output when it already ran);
         returns the step's data and the next root."""
         td = self.env.step(self._act(root) if acted is None else acted)
-        if self.max_frames_per_traj is not None:
-            assert self._traj_steps is not None
-            truncate_long(td, self.env.done_groups, self._traj_steps, self.max_frames_per_traj)
         if self._buffer is None:
             self._buffer = self._make_buffer(td)
         self._buffer.record(td, t, [ids.ids for ids in self._ids])
         nxt = self.env.step_mdp(td)
-        member_done = self._ids[0].renew(td)
-        if member_done is not None and self._traj_steps is not None:
-            self._traj_steps.masked_fill_(member_done, 0)
-        for ids in self._ids[1:]:
+        for ids in self._ids:
             ids.renew(td)
         self.frames += self._numel
         return td, self.env.maybe_reset(nxt)
@@ -339,18 +403,24 @@ class Collector(BaseCollector):
             root, t, acted = rows.collect(root)
             if acted is not None:
                 rows = None
-        for i in range(t, self.steps_per_batch):
+        for i in range(t, self.frames_per_batch):
             _, root = self._step_once(root, i, acted if i == t else None)
         return root, rows
 
     def rollout(self) -> TensorDictBase:
         """Collects one batch and returns it (the preallocated memory; see the class docs)."""
+        with self._lock:
+            return self._rollout()
+
+    def _rollout(self) -> TensorDictBase:
         self._check_open("rollout")
         if self.pre_collect_hook is not None:
             self.pre_collect_hook()
-        if self._root is None or self.reset_at_each_iter:
-            self._root = self._start()
+        if self.reset_at_each_iter:
+            with torch.no_grad():
+                self._root = self._start()
         root = self._root
+        self._random_batch = self._use_random_frames()
         spec = self.env.full_action_spec  # read per batch: transforms may rebuild the specs
         self._rand_leaves = [(key_tuple(key), spec[key]) for key in self.env.action_keys]
         with torch.no_grad(), set_exploration_type(self.exploration_type):
@@ -382,9 +452,12 @@ class Collector(BaseCollector):
 
     # ------------------------------------------------------------------ state
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
-        """Seeds the env (and torch's global generator); returns the env's next seed
-        (``seed`` itself with ``static_seed``)."""
-        torch.manual_seed(seed)
+        """Seeds the env; returns the env's next seed (``seed`` itself with ``static_seed``).
+
+        As in TorchRL, torch's generator is left alone (seed it with ``torch.manual_seed``)
+        and the envs are not reset: the next batch goes on from the current data (the
+        constructor's reset for a new collector); call :meth:`reset` to start from the seed.
+        """
         out = self.env.set_seed(seed, static_seed=static_seed)
         return seed if out is None else int(out)
 
@@ -403,12 +476,15 @@ class Collector(BaseCollector):
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restores what ``state_dict`` returned."""
+        """Restores what ``state_dict`` returned; the trajectories in progress continue with
+        fresh ids drawn from the restored counters (the envs are not reset), as in TorchRL."""
         state = state_dict
         self.frames = int(state["frames"])
         self._ids[0].next_id = int(state["next_traj_id"])
         for ids, value in zip(self._ids[1:], state.get("next_group_traj_ids", [])):
             ids.next_id = int(value)
+        for ids in self._ids:  # as TorchRL: the current trajectories get ids after the restored
+            ids.start()
         if "env" in state and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(state["env"])
         if "policy" in state and isinstance(self.policy, nn.Module):
@@ -417,6 +493,9 @@ class Collector(BaseCollector):
     def reset(self, index: Any = None, **kwargs: Any) -> None:
         """Resets the envs: the next batch starts from fresh trajectories with new
         ``("collector", "traj_ids")``.
+
+        With ``trajs_per_batch``, a full reset drops the trajectories not yielded yet, a
+        partial one the unfinished trajectories of the envs it resets.
 
         Args:
             index: an index into the env batch (an int, slice, mask, ...): only those envs
@@ -437,17 +516,23 @@ class Collector(BaseCollector):
                 f"Collector.reset: the env has batch size () (got index={index!r}; expected "
                 "None). Reset the single env with reset()."
             )
-        if index is None or self._root is None:  # nothing ran yet: a full start either way
-            self._root = self._start()
+        assembler = self._assembler
+        if index is None:
+            with torch.no_grad():
+                self._root = self._start()
+            if assembler is not None:  # trajs_per_batch: nothing collected before is yielded
+                assembler.flush()
             return
         mask = torch.zeros(self.env.batch_size, dtype=torch.bool)
         mask[index] = True
         root = self._root.clone(False).set("_reset", mask.to(self._root.device))
-        self._root = self.env.reset(root)
+        with torch.no_grad():
+            self._root = self.env.reset(root)
+        abandoned = self._ids[0].ids[mask].tolist()
         for ids in self._ids:
             ids.restart(mask)
-        if self._traj_steps is not None:
-            self._traj_steps.masked_fill_(mask, 0)
+        if assembler is not None:  # the abandoned episodes never complete
+            assembler.flush(abandoned)
 
     def _check_open(self, method: str) -> None:
         if self._shutdown:
@@ -459,10 +544,11 @@ class Collector(BaseCollector):
     def shutdown(
         self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
     ) -> None:
-        """Closes the env if the collector built it; idempotent.
+        """Stops the background collection of :meth:`start` and closes the env if the
+        collector built it; idempotent.
 
         Args:
-            timeout: seconds to wait; the Collector has no worker to wait for (None or a
+            timeout: seconds to wait for the background thread (None: until it stops, or a
                 number >= 0).
             close_env: close the env the collector built from ``create_env_fn``; False leaves
                 it open. An env instance passed in belongs to the caller and stays open.
@@ -474,6 +560,7 @@ class Collector(BaseCollector):
             )
         if self._shutdown:
             return
+        self._stop_background(timeout)
         self._shutdown = True
         if close_env and self._owns_env:
             try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from tensordict import TensorDictBase
 from tdrl.collectors._base import BaseCollector, iterate_batches
 from tdrl.collectors._multi_setup import check_options, env_fns, layout_difference
 from tdrl.collectors._settings import as_device, policy_scheme, resolve_policy
+from tdrl.collectors._startup import materialize_lazy, warn_frame_counts
+from tdrl.collectors._trajs import check_trajectory_args
 from tdrl.collectors._unsupported import check_supported
 from tdrl.collectors._weight_sync import (
     NoWeightSyncScheme,
@@ -139,19 +142,25 @@ class MultiCollectorBase(BaseCollector):
                 "weight_recv_schemes": weight_recv_schemes,
                 "track_policy_version": track_policy_version,
                 "worker_idx": worker_idx,
-                "trajs_per_batch": trajs_per_batch,
-                "trajs_per_write": trajs_per_write,
-                "traj_format": traj_format,
                 "init_fn": init_fn,
                 "auto_register_policy_transforms": auto_register_policy_transforms,
                 "compact_obs": compact_obs,
             },
         )
         self.cat_results = self._check_cat_results(cat_results)
+        self.traj_format = check_trajectory_args(
+            f"{owner}.__init__", trajs_per_batch, trajs_per_write, traj_format, bool(split_trajs)
+        )
+        self.trajs_per_batch, self.trajs_per_write = trajs_per_batch, trajs_per_write
         fns = env_fns(owner, create_env_fn, num_workers, create_env_kwargs)
-        if frames_per_batch <= 0:
+        if (
+            not isinstance(frames_per_batch, int)
+            or isinstance(frames_per_batch, bool)
+            or frames_per_batch <= 0
+        ):
             raise ValueError(
-                f"{owner}.__init__: frames_per_batch must be positive (got {frames_per_batch})."
+                f"{owner}.__init__: frames_per_batch must be a positive int (got "
+                f"{frames_per_batch!r}). Pass the number of frames of a batch."
             )
         options = options or MultiCollectorOptions()
         method = mp_start_method or "spawn"
@@ -166,8 +175,11 @@ class MultiCollectorBase(BaseCollector):
         super().__init__(pre_collect_hook=pre_collect_hook, post_collect_hook=post_collect_hook)
         self.policy = resolve_policy(f"{owner}.__init__", policy, policy_factory)
         self.frames_per_batch = frames_per_batch
-        self.total_frames = total_frames
+        self.total_frames = -1 if total_frames is None else int(total_frames)
+        init_random = int(init_random_frames or 0)
+        warn_frame_counts(f"{owner}.__init__", self.total_frames, init_random, frames_per_batch)
         self.split_trajs = bool(split_trajs)
+        self.reset_at_each_iter = bool(reset_at_each_iter)
         self.replay_buffer = replay_buffer
         self.postproc = postproc
         self.update_at_each_batch = bool(update_at_each_batch)
@@ -189,7 +201,7 @@ class MultiCollectorBase(BaseCollector):
         kwargs = {
             "frames_per_batch": per_worker,
             "max_frames_per_traj": max_frames_per_traj,
-            "init_random_frames": -(-int(init_random_frames or 0) // self.num_workers),
+            "init_random_frames": -(-init_random // self.num_workers),
             "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": exploration_type,
             "env_device": as_device(owner, "env_device", env_device),
@@ -216,6 +228,10 @@ class MultiCollectorBase(BaseCollector):
     def _worker_frames(self, frames_per_batch: int) -> int:
         raise NotImplementedError
 
+    def _batch_workers(self) -> int:
+        """How many workers' batches make one yielded batch."""
+        raise NotImplementedError
+
     def _start(
         self, fns: list[Callable[[], EnvBase]], kwargs: dict[str, Any], factory: Any
     ) -> None:
@@ -233,6 +249,7 @@ class MultiCollectorBase(BaseCollector):
         )
         self._closed = False
         try:
+            materialize_lazy(self.policy, fns[0])  # lazy layers exist before weights are shared
             receivers = self.weight_sync.setup(self.policy, self.num_workers, ctx)
             payloads = [
                 cloudpickle.dumps(
@@ -260,8 +277,18 @@ class MultiCollectorBase(BaseCollector):
                 )
         example = layouts[0]  # [*B, 1]
         env_batch = example.batch_size[:-1]
-        steps = frames // max(env_batch.numel(), 1)
+        numel = max(env_batch.numel(), 1)
+        steps = -(-frames // numel)  # the workers' Collectors round up, as TorchRL's
+        if steps * numel != frames:
+            warnings.warn(
+                f"{self._owner}.__init__: the frames of a worker batch ({frames}) are not a "
+                f"multiple of the env batch numel ({numel}): each worker batch holds "
+                f"{steps * numel} frames.",
+                UserWarning,
+                stacklevel=4,
+            )
         n = self.num_workers
+        self.requested_frames_per_batch = steps * numel * self._batch_workers()
         buffer = example.expand(*env_batch, steps).unsqueeze(0).expand(n, *env_batch, steps)
         buffer = buffer.clone().zero_()
         ids = torch.arange(n).reshape(n, *([1] * (buffer.ndim - 1))).expand(buffer.batch_size)
@@ -310,7 +337,13 @@ class MultiCollectorBase(BaseCollector):
 
     def iterator(self) -> Iterator[TensorDictBase | None]:
         """The batches until ``total_frames`` (what ``for batch in collector`` runs)."""
-        return iterate_batches(self, self._next_batch)
+        return iterate_batches(self, self._locked_next_batch)
+
+    def _locked_next_batch(self) -> TensorDictBase:
+        with self._lock:
+            batch = self._next_batch()
+            self.frames += self.requested_frames_per_batch
+            return batch
 
     # ------------------------------------------------------------------ weights and state
     def _push_weights(self, weights: Any, worker_ids: list[int] | None) -> None:
@@ -318,6 +351,10 @@ class MultiCollectorBase(BaseCollector):
         policy given to the constructor) to the workers ``worker_ids`` (None: all) through the
         weight sync scheme; every batch of theirs whose collection starts after this returns
         runs with them."""
+        with self._lock:
+            self._publish(weights, worker_ids)
+
+    def _publish(self, weights: Any, worker_ids: list[int] | None) -> None:
         self._live_pool("update_policy_weights_")
         ref = policy_weights(self.policy)
         if ref is None:
@@ -335,7 +372,7 @@ class MultiCollectorBase(BaseCollector):
 
     def _ask_each(self, method: str, cmd: str, args_per_worker: Sequence[tuple]) -> list[Any]:
         pool = self._live_pool(method)
-        with self._guard():
+        with self._lock, self._guard():
             self._drain()
             for w, args in enumerate(args_per_worker):
                 pool.send(w, cmd, args)
@@ -343,17 +380,20 @@ class MultiCollectorBase(BaseCollector):
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seeds every worker with a distinct seed (chained through the workers' envs; with
-        ``static_seed`` every worker gets ``seed`` itself, as in TorchRL).
+        ``static_seed`` every worker gets ``seed`` itself, as in TorchRL), then resets every
+        env as TorchRL does: the next batch starts from the seeded resets. Each worker seeds
+        its own torch generator with its seed as well.
 
         Returns:
             The next seed of the chain (``seed`` with ``static_seed``).
         """
         pool = self._live_pool("set_seed")
-        with self._guard():
+        with self._lock, self._guard():
             self._drain()
             for w in range(self.num_workers):
                 pool.send(w, "set_seed", (seed, static_seed))
                 (seed,) = pool.gather([w], "set_seed")
+        self.reset()
         return int(seed)
 
     def state_dict(self) -> dict[str, Any]:
@@ -377,7 +417,8 @@ class MultiCollectorBase(BaseCollector):
     def reset(self, reset_idx: Sequence[bool] | None = None) -> None:
         """Resets the envs of the workers where ``reset_idx`` (one bool per worker; None:
         every worker) is true: their next batch starts from fresh trajectories with new ids.
-        Batches still being collected are dropped first."""
+        Batches still being collected are dropped first, and with ``trajs_per_batch`` the
+        trajectories not yielded yet."""
         if reset_idx is None:
             reset_idx = [True] * self.num_workers
         if len(reset_idx) != self.num_workers:
@@ -387,7 +428,9 @@ class MultiCollectorBase(BaseCollector):
             )
         workers = [w for w, r in enumerate(reset_idx) if r]
         pool = self._live_pool("reset")
-        with self._guard():
+        if self._assembler is not None:
+            self._assembler.flush()
+        with self._lock, self._guard():
             self._drain()
             for w in workers:
                 pool.send(w, "reset", ())
@@ -406,8 +449,9 @@ class MultiCollectorBase(BaseCollector):
         ``__del__`` and ``with`` blocks.
 
         Args:
-            timeout: seconds to wait for clean exits before the workers are killed (None:
-                ``options.shutdown_timeout``).
+            timeout: seconds to wait for the background thread of :meth:`start`, then for
+                clean exits before the workers are killed (None: until the thread stops,
+                then ``options.shutdown_timeout``).
             close_env: must be True: the workers' envs close with them (as in TorchRL).
             raise_on_error: raise what stopping the workers raised; False swallows it.
         """
@@ -422,6 +466,7 @@ class MultiCollectorBase(BaseCollector):
             )
         if self._closed:
             return
+        self._stop_background(timeout)
         self._closed = True
         try:
             self._pool.shutdown(timeout)

@@ -52,6 +52,9 @@ class MultiAsyncCollector(MultiCollectorBase):
             )
         return "stack"
 
+    def _batch_workers(self) -> int:
+        return 1
+
     def _worker_frames(self, frames_per_batch: int) -> int:
         return frames_per_batch
 
@@ -69,9 +72,9 @@ class MultiAsyncCollector(MultiCollectorBase):
             if not ok:
                 pool.raise_remote(w, value, "collect")
         self.last_worker = w
-        self.frames += self.frames_per_batch
         batch = self._output(self._row_views[w], self._same_rows[w])
-        more = self.total_frames < 0 or self.frames < self.total_frames
+        after = self.frames + self.requested_frames_per_batch  # counted once this returns
+        more = self.total_frames < 0 or after < self.total_frames
         if more and not (self.return_same_td or self.split_trajs):
             # the caller owns a copy: the worker may overwrite its row with the next batch now
             with self._guard():

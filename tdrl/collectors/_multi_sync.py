@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from tensordict import TensorDictBase
 
@@ -15,7 +17,9 @@ class MultiSyncCollector(MultiCollectorBase):
 
     A batch has batch size ``[num_workers, *env.batch_size, T]`` (the workers' batches stacked
     on a new leading dim; ``batch.flatten(0, 1)`` concatenates them) with
-    ``T = frames_per_batch / (num_workers * env.batch_size.numel())``. The workers collect at
+    ``T = frames_per_batch / (num_workers * env.batch_size.numel())``, rounded up (with a
+    warning) as in TorchRL; :attr:`requested_frames_per_batch` holds the frames of a batch.
+    The workers collect at
     the same time and wait for the next request: the batch after ``update_policy_weights_()``
     is fully collected with the new weights. The workers write into one shared-memory batch; a
     yielded batch is a copy of it that the caller owns (``list(collector)`` keeps every batch),
@@ -26,8 +30,16 @@ class MultiSyncCollector(MultiCollectorBase):
 
     Each worker builds its env from ``create_env_fn[w]`` (cloudpickled: lambdas are fine) and
     receives a copy of the policy by value; policy weights then reach the workers through
-    the ``weight_sync_schemes``. Workers are non-daemonic processes, so their envs may start processes
-    themselves (e.g. a :class:`~tdrl.envs.ParallelEnv`).
+    the ``weight_sync_schemes``. A policy with lazy layers is run once here first, on zeros
+    shaped like the data of an env built for that (TorchRL fails on such a policy), so that
+    every worker gets the same weights. Each worker's :class:`Collector` resets its env and
+    runs the policy once at construction. Workers are non-daemonic processes, so their envs
+    may start processes themselves (e.g. a :class:`~tdrl.envs.ParallelEnv`).
+
+    ``trajs_per_batch`` assembles whole trajectories in this process, from every worker's
+    batches (see :class:`Collector`); with a ``replay_buffer`` they are written to it flat.
+    :meth:`start` collects in a background thread of this process into the
+    ``replay_buffer``.
 
     Failures: an exception in a worker raises :class:`~tdrl.errors.WorkerError` naming the
     worker with its remote traceback (the workers keep running); a worker that dies raises
@@ -42,9 +54,8 @@ class MultiSyncCollector(MultiCollectorBase):
     ``ValueError`` otherwise: ``collector_class``, ``reset_when_done``,
     ``preemptive_threshold``, ``num_threads``, ``use_buffers`` (False), ``extend_buffer``
     (False), ``trust_policy`` (False), ``cudagraph_policy``, ``weight_updater``,
-    ``weight_recv_schemes``, ``track_policy_version``, ``worker_idx``, ``trajs_per_batch``,
-    ``trajs_per_write``, ``traj_format``, ``init_fn``, ``auto_register_policy_transforms`` and
-    ``compact_obs``.
+    ``weight_recv_schemes``, ``track_policy_version``, ``worker_idx``, ``init_fn``,
+    ``auto_register_policy_transforms`` and ``compact_obs``.
 
     Args:
         create_env_fn: one env factory per worker (their count is the number of workers), or
@@ -53,18 +64,20 @@ class MultiSyncCollector(MultiCollectorBase):
         num_workers: the number of workers when ``create_env_fn`` is one factory.
         policy_factory: builds the policy in each worker (and once here, the weights'
             reference), instead of sending ``policy`` by value.
-        frames_per_batch: frames per batch over all workers (a multiple of
+        frames_per_batch: frames per batch over all workers (rounded up to a multiple of
             ``num_workers * env.batch_size.numel()``).
-        total_frames: stop after this many frames (-1: never); ``len(collector)`` is
-            ``ceil(total_frames / frames_per_batch)``.
+        total_frames: stop after this many frames (-1 or None: never); ``len(collector)`` is
+            ``ceil(total_frames / requested_frames_per_batch)``.
         device: the default of ``storing_device`` and ``policy_device``.
         storing_device: device of the yielded batches (collected in shared cpu memory; another
             device costs the copy there instead of the clone).
         env_device, policy_device: as for :class:`Collector`, in each worker.
         create_env_kwargs: keyword arguments of the env factories (one dict, or one per worker).
-        max_frames_per_traj: truncate trajectories longer than this (per worker, as
-            :class:`Collector`).
-        init_random_frames: random actions for the first frames (split evenly over workers).
+        max_frames_per_traj: a positive value adds a ``StepCounter`` to each worker's env
+            and truncates longer trajectories (as :class:`Collector`; None, 0 or negative: no
+            limit).
+        init_random_frames: random actions for the first frames (split evenly over workers,
+            counted in whole worker batches).
         reset_at_each_iter: reset every env at the start of each batch.
         postproc: a callable applied to each batch (in this process) before it is yielded.
         split_trajs: yield ``[num_trajs, max_len]`` padded trajectories (see
@@ -76,6 +89,8 @@ class MultiSyncCollector(MultiCollectorBase):
             an int concatenates their batches along that dim.
         set_truncated, compile_policy, no_cuda_sync, pre_collect_hook, post_collect_hook: as
             for :class:`Collector`, applied in each worker.
+        trajs_per_batch, trajs_per_write, traj_format: as for :class:`Collector` (assembled
+            in this process).
         replay_buffer: if given, each batch is written to it and the iterator yields ``None``.
         weight_sync_schemes: ``{"policy": scheme}``: how ``update_policy_weights_`` reaches the
             workers. Default: :class:`SharedMemWeightSyncScheme` for an ``nn.Module`` policy
@@ -95,14 +110,20 @@ class MultiSyncCollector(MultiCollectorBase):
         [torch.Size([2, 4]), torch.Size([2, 4])]
     """
 
+    def _batch_workers(self) -> int:
+        return self.num_workers
+
     def _worker_frames(self, frames_per_batch: int) -> int:
-        if frames_per_batch % self.num_workers:
-            raise ValueError(
-                f"MultiSyncCollector.__init__: frames_per_batch must be a multiple of the number "
-                f"of workers (got {frames_per_batch} for {self.num_workers} workers). Every "
-                "worker collects frames_per_batch / num_workers frames."
+        per_worker = -(-frames_per_batch // self.num_workers)
+        if per_worker * self.num_workers != frames_per_batch:  # rounded up, as TorchRL
+            warnings.warn(
+                f"MultiSyncCollector.__init__: frames_per_batch ({frames_per_batch}) is not a "
+                f"multiple of the number of workers ({self.num_workers}): each worker collects "
+                f"{per_worker} frames.",
+                UserWarning,
+                stacklevel=3,
             )
-        return frames_per_batch // self.num_workers
+        return per_worker
 
     def _next_batch(self) -> TensorDictBase:
         pool = self._live_pool("__iter__")
@@ -113,7 +134,6 @@ class MultiSyncCollector(MultiCollectorBase):
             for w in workers:
                 pool.send(w, "collect", (self.weight_sync.message(w),))
             pool.gather(workers, "collect")
-        self.frames += self.frames_per_batch
         batch = self._output(self._batch_view, self._same_batch)
         if self.cat_results != "stack":  # TorchRL's cat_results=dim: workers concatenated
             return torch.cat(batch.unbind(0), int(self.cat_results))

@@ -43,12 +43,11 @@ class CollectorRows:
         env = collector.env
         if (
             not env._rows_possible()
-            or collector.max_frames_per_traj is not None
             or len(collector._ids) != 1
-            or collector.steps_per_batch <= MIN_ROWS
+            or collector.frames_per_batch <= MIN_ROWS
         ):
             return None
-        run = RowRun.start(env, first, root, collector.steps_per_batch, exact=True)
+        run = RowRun.start(env, first, root, collector.frames_per_batch, exact=True)
         return None if run is None else CollectorRows(collector, run)
 
     def collect(self, root: TensorDictBase) -> tuple[TensorDictBase, int, TensorDictBase | None]:
@@ -57,7 +56,7 @@ class CollectorRows:
         done) and, when the rows could not take the policy's output, that output (already
         acted: the general loop steps it without calling the policy again)."""
         col, run = self._col, self._run
-        steps, numel, act, advance = col.steps_per_batch, col._numel, col._act, run.advance
+        steps, numel, act, advance = col.frames_per_batch, col._numel, col._act, run.advance
         traj_ids = col._ids[0]
         traj, next_id = int(traj_ids.ids), traj_ids.next_id
         ids = self._ids

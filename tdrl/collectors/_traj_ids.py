@@ -17,7 +17,6 @@ __all__ = [
     "TrajIds",
     "is_traj_ids_key",
     "trajectory_ids",
-    "truncate_long",
 ]
 
 TRAJ_KEY = ("collector", "traj_ids")
@@ -86,22 +85,3 @@ def trajectory_ids(env: EnvBase) -> list[TrajIds]:
         shape = shape[:-1] if shape[-1:] == (1,) else shape
         out.append(TrajIds((*g.prefix, "collector", "traj_ids"), g.done, shape))
     return out
-
-
-def truncate_long(td: TensorDictBase, groups: Any, steps: torch.Tensor, limit: int) -> None:
-    """``max_frames_per_traj``: counts a step in ``steps`` (env batch shape) and marks ``done``
-    and ``truncated`` of ``td["next"]`` where a trajectory reached ``limit`` steps."""
-    steps += 1
-    cut = steps >= limit
-    if not cut.any():
-        return
-    for g in groups:
-        for key in (g.done, g.truncated):
-            if key is None:
-                continue
-            full = ("next", *key_tuple(key))
-            flag = td.get(full, None)
-            if flag is None:
-                continue
-            m = cut.reshape(*cut.shape, *([1] * (flag.ndim - cut.ndim)))
-            td.set(full, flag | m)

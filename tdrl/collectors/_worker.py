@@ -8,6 +8,7 @@ answers.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,15 @@ class _Server:
         env = setup.create_env_fn()
         self.env = env
         policy = setup.policy_factory() if setup.policy_factory is not None else setup.policy
-        self.collector = Collector(env, policy, **setup.collector_kwargs)
+        # the parent warns about frame counts (a worker's warnings would not reach the caller)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            # the dry run first: the collector then starts from its own reset of the env
+            self.layout = _dry_run(env, policy, setup.collector_kwargs)
+            self.collector = Collector(env, policy, **setup.collector_kwargs)
         # the policy the collector runs (a copy when it moved it to policy_device)
         receiver.attach(self.collector.policy)
         self.receiver = receiver
-        self.layout = _dry_run(env, self.collector.policy, setup.collector_kwargs)
         self._row: TensorDictBase | None = None
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._ids: list[torch.Tensor] = []
@@ -106,6 +111,10 @@ class _Server:
             ids.mul_(self.num_workers).add_(self.index)
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        # each worker process seeds its own torch generator too: the workers would otherwise
+        # share the parent's stream (fork) or torch's default seed (spawn) and draw the same
+        # exploration noise
+        torch.manual_seed(seed)
         return int(self.collector.set_seed(seed, static_seed))
 
     def reset(self) -> None:

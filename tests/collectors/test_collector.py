@@ -20,9 +20,19 @@ def test_batches_shape_and_total_frames():
     assert collector.frames == 36
 
 
-def test_frames_per_batch_must_divide():
-    with pytest.raises(ValueError, match="multiple of the env batch numel"):
-        Collector(CountingEnv(batch_size=(3,)), frames_per_batch=10)
+def test_frames_per_batch_is_rounded_up_to_the_env_batch_with_a_warning():
+    with pytest.warns(UserWarning, match=r"frames_per_batch \(10\) is not a multiple"):
+        collector = Collector(CountingEnv(batch_size=(3,)), frames_per_batch=10, total_frames=24)
+    # as TorchRL: frames_per_batch counts the steps of each env, the batch has 12 frames
+    assert (collector.frames_per_batch, collector.requested_frames_per_batch) == (4, 12)
+    assert [b.batch_size for b in collector] == [torch.Size([3, 4])] * 2
+    assert len(collector) == 2
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_frames_per_batch_must_be_positive(bad):
+    with pytest.raises(ValueError, match="frames_per_batch must be positive"):
+        Collector(CountingEnv(), frames_per_batch=bad)
 
 
 def test_data_is_continuous_and_traj_ids_unique_across_batches():
@@ -54,6 +64,47 @@ def test_max_frames_per_traj_truncates():
     assert batch["next", "done"][0, :, 0].tolist() == [False, True] * 3
     assert batch["observation"][0, :, 0].tolist() == [0, 1] * 3
     assert len(set(batch["collector", "traj_ids"][0].tolist())) == 3
+
+
+def test_max_frames_per_traj_counts_steps_as_torchrl_step_counter():
+    collector = Collector(
+        CountingEnv(batch_size=(2,), max_steps=100), frames_per_batch=8, max_frames_per_traj=3
+    )
+    batch = collector.rollout()
+    for key in ("step_count", ("next", "step_count")):  # TorchRL's StepCounter entries
+        assert batch[key].dtype == torch.int64
+        assert batch[key].shape == (2, 4, 1)
+    assert batch["step_count"][0, :, 0].tolist() == [0, 1, 2, 0]
+    assert batch["next", "step_count"][0, :, 0].tolist() == [1, 2, 3, 1]
+    assert batch["next", "truncated"][0, :, 0].tolist() == [False, False, True, False]
+    assert not batch["next", "terminated"].any()
+
+
+@pytest.mark.parametrize("limit", [None, 0, -1])
+def test_max_frames_per_traj_of_zero_or_less_is_no_limit(limit):
+    # TorchRL's DQN/PPO/A2C recipes pass max_frames_per_traj=-1
+    env = CountingEnv(batch_size=(1,), max_steps=100)
+    collector = Collector(env, frames_per_batch=5, max_frames_per_traj=limit)
+    batch = collector.rollout()
+    assert batch["observation"][0, :, 0].tolist() == [0, 1, 2, 3, 4]
+    assert not batch["next", "done"].any()
+    assert "step_count" not in batch.keys()
+    assert collector.env is env  # no StepCounter around the env
+
+
+def test_max_frames_per_traj_refuses_an_env_that_counts_steps():
+    from tdrl.envs import StepCounter, TransformedEnv
+
+    env = TransformedEnv(CountingEnv(), StepCounter())
+    with pytest.raises(ValueError, match="counts steps already"):
+        Collector(env, frames_per_batch=2, max_frames_per_traj=3)
+
+
+def test_max_frames_per_traj_keeps_an_env_passed_in_open():
+    env = CountingEnv(max_steps=100)
+    collector = Collector(env, frames_per_batch=2, max_frames_per_traj=3)
+    collector.shutdown()
+    assert not env.is_closed
 
 
 def test_split_trajs_pads_with_mask():
@@ -90,7 +141,7 @@ def test_policy_random_frames_and_weights():
         init_random_frames=4,
     )
     batches = [b.clone() for b in collector]
-    # one dry run (to allocate the policy entries during random frames), then 2 policy steps
+    # the constructor's call (as TorchRL's), a random batch, then 2 policy steps
     assert len(calls) == 3 and len(batches) == 2
     new = TensorDict.from_module(policy).clone().zero_()
     collector.policy = policy

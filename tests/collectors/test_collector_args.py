@@ -176,7 +176,6 @@ def test_static_seed_returns_the_seed():
         ("cudagraph_policy", True),
         ("weight_updater", object()),
         ("track_policy_version", True),
-        ("trajs_per_batch", 4),
         ("compact_obs", True),
     ],
 )

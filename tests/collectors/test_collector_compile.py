@@ -25,11 +25,17 @@ def make_policy() -> ProbabilisticActor:
 
 
 def collect_actions(cls, compile_policy):
-    args = (make_env(),) if cls is Collector else ([make_env],)  # one worker process
+    if cls is Collector:  # it starts from its constructor's reset (as TorchRL's): seed first
+        env = make_env()
+        env.set_seed(7)
+        args: tuple = (env,)
+    else:
+        args = ([make_env],)  # one worker process
     collector = cls(
         *args, make_policy(), frames_per_batch=8, total_frames=24, compile_policy=compile_policy
     )
-    collector.set_seed(7)
+    if cls is not Collector:
+        collector.set_seed(7)  # the multi-process collectors reset after seeding (TorchRL)
     torch.manual_seed(3)
     try:
         return [batch["action"].clone() for batch in collector]

@@ -144,7 +144,7 @@ def test_collectors_share_base_collector_and_its_abstract_methods():
     pushed = []
 
     class Mine(BaseCollector):
-        frames_per_batch, total_frames = 1, 3
+        requested_frames_per_batch, total_frames = 1, 3
         _num_weight_workers = 2
 
         def iterator(self):

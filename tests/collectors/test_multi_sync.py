@@ -41,9 +41,25 @@ def test_batches_stack_the_workers_and_continue_across_batches():
     assert all(v == [0, 1, 2][: len(v)] for v in per_traj.values())  # ids never reused
 
 
-def test_frames_per_batch_must_split_over_workers():
-    with pytest.raises(ValueError, match="multiple of the number of workers"):
-        MultiSyncCollector([CountingEnv] * 2, frames_per_batch=5, mp_start_method="fork")
+def test_frames_per_batch_is_rounded_up_over_workers_and_envs_as_torchrl():
+    with pytest.warns(UserWarning, match="not a multiple of the number of workers"):
+        with MultiSyncCollector(
+            [CountingEnv] * 2, frames_per_batch=5, total_frames=12, mp_start_method="fork"
+        ) as collector:
+            assert collector.requested_frames_per_batch == 6
+            assert [b.batch_size for b in collector] == [torch.Size([2, 3])] * 2
+    # 10 frames over 2 workers of 2 envs: each worker batch holds 6 frames
+    with pytest.warns(UserWarning, match="not a multiple of the env batch numel"):
+        with MultiSyncCollector(
+            [_counting()] * 2, frames_per_batch=10, total_frames=12, mp_start_method="fork"
+        ) as collector:
+            assert collector.requested_frames_per_batch == 12
+            assert [b.batch_size for b in collector] == [torch.Size([2, 2, 3])]
+
+
+def test_frames_per_batch_must_be_positive_and_env_fns_callables():
+    with pytest.raises(ValueError, match="frames_per_batch must be a positive int"):
+        MultiSyncCollector([CountingEnv] * 2, frames_per_batch=0, mp_start_method="fork")
     with pytest.raises(TypeError, match="list of callables"):
         MultiSyncCollector([CountingEnv()], frames_per_batch=4, mp_start_method="fork")
     with pytest.raises(ValueError, match="mp_start_method"):
