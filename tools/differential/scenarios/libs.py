@@ -37,6 +37,7 @@ def _gym(lib: Any, name: str, steps: int = 6, seed: int = 0, **kwargs: Any) -> d
     }
     env.set_seed(seed)
     action = env.action_spec.zero()
+    action = action.reshape(-1, *action.shape[len(env.batch_size) :])[0]  # one env's action
     if action.dtype == torch.int64 and action.shape[-1:] == (2,):  # one-hot: push right
         action = torch.zeros_like(action)
         action[..., 1] = 1

@@ -13,6 +13,9 @@ from ._common import count_env, det_policy, pixel_env
 STEPS = 5
 
 
+# The policy reads "observation" ([*batch, 1]): shape-changing transforms write to new keys.
+
+
 def _specs(env: Any) -> dict[str, Any]:
     return {
         "observation": capture(lambda: env.observation_spec),
@@ -81,11 +84,13 @@ CASES: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
         {},
     ),
     "CatFrames/N=3": (
-        lambda lib: lib.envs.CatFrames(N=3, dim=-1, in_keys=["observation"]),
+        lambda lib: lib.envs.CatFrames(N=3, dim=-1, in_keys=["observation"], out_keys=["stack"]),
         {},
     ),
     "CatFrames/padding_same": (
-        lambda lib: lib.envs.CatFrames(N=3, dim=-1, in_keys=["observation"], padding="constant"),
+        lambda lib: lib.envs.CatFrames(
+            N=3, dim=-1, in_keys=["observation"], out_keys=["stack"], padding="constant"
+        ),
         {},
     ),
     "DoubleToFloat/default": (lambda lib: lib.envs.DoubleToFloat(), {"dtype": torch.float64}),
@@ -121,11 +126,11 @@ CASES: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
         {"pixels": True},
     ),
     "UnsqueezeTransform/dim-1": (
-        lambda lib: lib.envs.UnsqueezeTransform(-1, in_keys=["observation"]),
+        lambda lib: lib.envs.UnsqueezeTransform(-1, in_keys=["observation"], out_keys=["obs_u"]),
         {},
     ),
     "SqueezeTransform/dim-1": (
-        lambda lib: lib.envs.SqueezeTransform(-1, in_keys=["observation"]),
+        lambda lib: lib.envs.SqueezeTransform(-1, in_keys=["observation"], out_keys=["obs_s"]),
         {},
     ),
     "CatTensors/default": (
