@@ -186,3 +186,25 @@ def _(lib: Any) -> Any:
     finally:
         collector.shutdown()
     return {"same_object": same, "last": last, "n": len(batches)}
+
+
+@scenario("collectors/total_frames_non_multiple_batched")
+def _(lib: Any) -> Any:
+    return collect(lib, batch_size=(2,), frames_per_batch=4, total_frames=10)
+
+
+@scenario("collectors/init_random_frames=3_non_multiple")
+def _(lib: Any) -> Any:
+    out = collect(lib, frames_per_batch=2, total_frames=8, init_random_frames=3)
+    policy_steps = []
+    for batch in out["batches"]:
+        expected = det_policy()(batch.select("observation").clone())["action"]
+        policy_steps.append((batch["action"] - expected).abs().lt(1e-6).all(-1))
+        batch.exclude("action", ("next", "reward"), inplace=True)
+    out["policy_steps"] = policy_steps
+    return out
+
+
+@scenario("collectors/split_trajs_with_max_frames_per_traj")
+def _(lib: Any) -> Any:
+    return collect(lib, horizon=5, frames_per_batch=6, max_frames_per_traj=2, split_trajs=True)
