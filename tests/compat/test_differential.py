@@ -75,6 +75,7 @@ OPEN: dict[str, str] = {
     "losses/DQNLoss/double_smooth_l1_gamma0.9": "DQNLoss: td_error [6,1] (TorchRL) vs [6] (tdrl); tdrl also returns td_error in the output",
     "losses/DQNLoss/no_action_space": "DQNLoss: td_error [6,1] (TorchRL) vs [6] (tdrl); tdrl also returns td_error in the output",
     "losses/DiscreteCQLLoss/default": "DiscreteCQLLoss values differ (loss_qvalue 1.291 vs 1.005, pred/target_value), td_error [6,1] vs [6], tdrl adds cql_gap",
+    "losses/DiscreteIQLLoss/default": "DiscreteIQLLoss reads the Q network's 'state_action_value' in TorchRL; tdrl expects 'action_value' and raises KeyError",
     "losses/DiscreteSACLoss/default": "DiscreteSACLoss: tdrl adds pred_value/target_value/td_error to the output (values equal)",
     "losses/IQLLoss/default": "IQLLoss: tdrl adds pred_value/state_value/target_value/td_error to the output (values equal)",
     "losses/IQLLoss/expectile0.8": "IQLLoss: tdrl adds pred_value/state_value/target_value/td_error to the output (values equal)",

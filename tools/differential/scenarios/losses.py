@@ -344,3 +344,57 @@ def _(lib: Any) -> Any:
     td = pg_data(lib, actor, True)
     td["state_value"] = rand(B, 1, seed=16)
     return evaluate(loss, td)
+
+
+# ---------------------------------------------------------------- more losses, target updates
+
+
+@scenario("losses/ReinforceLoss/default")
+def _(lib: Any) -> Any:
+    actor = prob_actor(lib, "IndependentNormal")
+    loss = lib.objectives.ReinforceLoss(actor, critic_network=vnet(lib, 9))
+    return evaluate(loss, pg_data(lib, actor, True))
+
+
+@scenario("losses/DiscreteIQLLoss/default")
+def _(lib: Any) -> Any:
+    qvalue = TensorDictModule(
+        mlp([OBS, 8, N], seed=8), in_keys=["observation"], out_keys=["state_action_value"]
+    )
+    loss = lib.objectives.DiscreteIQLLoss(
+        discrete_actor(lib), qvalue, vnet(lib, 9), action_space="one-hot"
+    )
+    return evaluate(loss, data(discrete=True))
+
+
+def _target_trace(lib: Any, make_updater: Any, steps: int = 4) -> Any:
+    """The first target leaf after each updater step, the live weights moving in between."""
+    loss = lib.objectives.DQNLoss(qvalue_actor(lib), action_space="one_hot")
+    set_weights(loss)
+    updater = make_updater(loss)
+    live, target = loss.value_network_params, loss.target_value_network_params
+    key = next(iter(live.keys(True, True)))
+    trace = []
+    for i in range(steps):
+        with torch.no_grad():
+            live.get(key).data.add_(1.0 + i)
+        updater.step()
+        trace.append(target.get(key).flatten()[:3].clone())
+    return trace
+
+
+@scenario("losses/SoftUpdate/eps0.75")
+def _(lib: Any) -> Any:
+    return _target_trace(lib, lambda loss: lib.objectives.SoftUpdate(loss, eps=0.75))
+
+
+@scenario("losses/SoftUpdate/tau0.1")
+def _(lib: Any) -> Any:
+    return _target_trace(lib, lambda loss: lib.objectives.SoftUpdate(loss, tau=0.1))
+
+
+@scenario("losses/HardUpdate/interval2")
+def _(lib: Any) -> Any:
+    return _target_trace(
+        lib, lambda loss: lib.objectives.HardUpdate(loss, value_network_update_interval=2)
+    )

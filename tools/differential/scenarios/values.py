@@ -152,3 +152,10 @@ def _(lib: Any) -> Any:
     return lib.functional.vec_generalized_advantage_estimate(
         0.9, 0.8, f["state_value"], f["next_state_value"], f["reward"], f["done"], f["terminated"]
     )
+
+
+@scenario("values/MultiStep/n3")
+def _(lib: Any) -> Any:
+    td = trajectory()
+    td["next", "reward"] = torch.arange(10.0).reshape(2, 5, 1)
+    return capture(lambda: lib.data.MultiStep(gamma=0.9, n_steps=3)(td))
