@@ -156,3 +156,57 @@ def test_spawn_with_lambdas_and_a_policy():
                 policy.module.scale.fill_(0.5)
             collector.update_policy_weights_()
     assert actions == [[0.0], [0.5]]
+
+
+def test_set_seed_resets_the_workers_envs_as_torchrl():
+    with MultiSyncCollector(
+        [lambda: CountingEnv(max_steps=100)] * 2,
+        frames_per_batch=6,
+        total_frames=12,
+        mp_start_method="fork",
+    ) as collector:
+        it = iter(collector)
+        assert next(it)["observation"][0, :, 0].tolist() == [0, 1, 2]
+        collector.set_seed(3)  # TorchRL's multi collectors reset after seeding
+        assert next(it)["observation"][0, :, 0].tolist() == [0, 1, 2]
+
+
+def test_a_lazy_policy_is_materialised_and_shared_with_the_workers():
+    policy = TensorDictModule(torch.nn.LazyLinear(1), ["observation"], ["action"])
+    with MultiSyncCollector(
+        [lambda: CountingEnv(max_steps=100)] * 2,
+        policy,
+        frames_per_batch=4,
+        total_frames=8,
+        mp_start_method="fork",
+    ) as collector:
+        assert policy.module.weight.shape == (1, 1)  # run here, on the env's zeros
+        it = iter(collector)
+        first = next(it)
+        obs = first["observation"]
+        expected = obs * policy.module.weight.detach() + policy.module.bias.detach()
+        assert torch.allclose(first["action"], expected)  # every worker has these weights
+        with torch.no_grad():
+            policy.module.weight.fill_(2.0)
+            policy.module.bias.fill_(0.0)
+        collector.update_policy_weights_()
+        second = next(it)
+    assert torch.allclose(second["action"], 2 * second["observation"])
+
+
+@pytest.mark.parametrize("limit", [-1, 3])
+def test_max_frames_per_traj_reaches_the_workers(limit):
+    with MultiSyncCollector(
+        [lambda: CountingEnv(max_steps=100)] * 2,
+        frames_per_batch=8,
+        total_frames=8,
+        max_frames_per_traj=limit,
+        mp_start_method="fork",
+    ) as collector:
+        (batch,) = list(collector)
+    if limit < 0:  # no limit, no step counter
+        assert batch["observation"][0, :, 0].tolist() == [0, 1, 2, 3]
+        assert "step_count" not in batch.keys()
+    else:
+        assert batch["observation"][0, :, 0].tolist() == [0, 1, 2, 0]
+        assert batch["next", "step_count"][:, :, 0].tolist() == [[1, 2, 3, 1]] * 2
