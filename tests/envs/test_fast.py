@@ -161,11 +161,11 @@ def test_select_and_exclude_flat_equal_tensordicts_own():
 def test_a_transformed_env_still_checks_actions_once_for_both():
     env = TransformedEnv(CountingEnv(batch_size=(2,)), StepCounter())
     td = env.reset()
-    td.set("action", torch.ones(2, 1, dtype=torch.int64))  # wrong dtype
+    td.set("action", torch.ones(2, 1, dtype=torch.bool))  # a dtype that does not cast
     with pytest.raises(SpecError, match=r"TransformedEnv\.step: action 'action'"):
         env.step(td)
     # a base env whose specs changed after wrapping checks its own actions again
-    env.base_env.action_spec = env.base_env.action_spec.clone().to(torch.float64)
-    td.set("action", torch.ones(2, 1))
+    env.base_env.action_spec = env.base_env.action_spec.clone().to(torch.int64)
+    td.set("action", torch.full((2, 1), 0.5))  # no exact int64
     with pytest.raises(SpecError, match=r"CountingEnv\.step: action 'action'"):
         env.step(td)

@@ -192,7 +192,7 @@ def test_a_wrong_action_raises_the_general_error_and_the_env_stays_usable(monkey
     env = GymEnv("CartPole-v1", categorical_action_encoding=True)
     env.set_seed(0)
     good = torch.tensor(1)
-    wrong = torch.tensor([1, 0]) if bad == "shape" else torch.tensor(1.0)
+    wrong = torch.tensor([1, 0]) if bad == "shape" else torch.tensor(1.5)  # 1.0 would cast
     count = iter(range(10**6))
 
     def act(td):

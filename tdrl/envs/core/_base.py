@@ -293,9 +293,14 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
         Returns:
             ``tensordict`` itself, holding ``"next"``.
 
+        As in TorchRL, an action of another dtype is taken when it casts exactly (a float 0/1
+        one-hot, a float or int32 index, a float64 continuous action): the env steps with it
+        cast to its spec's dtype, and ``tensordict`` keeps what was written.
+
         Raises:
-            KeyError: an action key is missing. SpecError: an action has the wrong shape or dtype
-            (or is out of its domain when the env validates). The env stays usable.
+            KeyError: an action key is missing. SpecError: an action has the wrong shape, or a
+            dtype it cannot be cast from exactly (or is out of its domain when the env
+            validates). The env stays usable.
 
         Examples:
             >>> from tdrl.testing import CountingEnv
@@ -304,14 +309,16 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             >>> td["next", "observation"]
             tensor([1.])
         """
-        self._check_actions(tensordict)
-        return self._step_checked(tensordict)
+        return self._step_checked(tensordict, self._check_actions(tensordict))
 
-    def _step_checked(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """``step`` after the action check: ``_step``, the done leaves, ``"next"``."""
+    def _step_checked(
+        self, tensordict: TensorDictBase, inner: TensorDictBase | None = None
+    ) -> TensorDictBase:
+        """``step`` after the action check: ``_step`` (on ``inner``, the data with the actions
+        cast to their specs' dtypes, when given), the done leaves, ``"next"``."""
         plain = type(tensordict) is TensorDict
         preset = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
-        nxt = self._step(tensordict)
+        nxt = self._step(tensordict if inner is None else inner)
         self._fill_done(nxt)
         if self.run_type_checks:
             self._type_check(nxt, ("observation", "reward", "done"), "step")

@@ -9,8 +9,9 @@ from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core._fast import lookup, truthy
 from tdrl.errors import SpecError
+from tdrl.specs import Binary, MultiOneHot, OneHot
 
-__all__ = ["EnvChecks"]
+__all__ = ["EnvChecks", "exact_cast"]
 
 
 class EnvChecks:
@@ -104,7 +105,11 @@ class EnvChecks:
             if trunc_k is not None and td.get(trunc_k, None) is None:
                 td.set(trunc_k, torch.zeros_like(td.get(done_k)))
 
-    def _check_actions(self, tensordict: TensorDictBase) -> None:
+    def _check_actions(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Checks the actions; returns what the env steps with: ``tensordict`` itself, or a
+        shallow copy holding the actions cast to their spec's dtype when a user sent another
+        dtype that casts exactly (TorchRL accepts e.g. a float 0/1 one-hot or a float index;
+        the caller's data keeps what was written)."""
         if type(tensordict) is TensorDict:
             # Fast pass over the plain data; any doubt goes to the full check below.
             store = tensordict._tensordict
@@ -115,7 +120,8 @@ class EnvChecks:
             else:
                 if self.validate:
                     self._validate_actions(tensordict)
-                return
+                return tensordict
+        converted: TensorDictBase | None = None
         for key, shape, dtype in self._action_checks:
             value = tensordict.get(key, None)
             if value is None:
@@ -126,18 +132,75 @@ class EnvChecks:
                 )
             if not self.batch_locked and tensordict.batch_size != self.batch_size:
                 shape = torch.Size((*tensordict.batch_size, *shape[len(self.batch_size) :]))
-            if value.shape != shape or value.dtype != dtype:
+            if value.shape == shape and value.dtype == dtype:
+                continue
+            spec = self.full_action_spec[key]
+            cast = exact_cast(value, spec) if value.shape == shape else None
+            if cast is None:
                 raise SpecError(
                     f"{type(self).__name__}.step: action {key!r} does not match its spec "
                     f"(got shape {tuple(value.shape)} and dtype {value.dtype}; expected shape "
-                    f"{tuple(shape)} and dtype {dtype}). Produce actions from env.action_spec."
+                    f"{tuple(shape)} and dtype {dtype}{_cast_rule(spec)}). "
+                    f"{_action_hint(spec, value)}"
                 )
+            if converted is None:
+                converted = tensordict.copy()
+            converted.set(key, cast)
+        out = tensordict if converted is None else converted
         if self.validate:
-            self._validate_actions(tensordict)
+            self._validate_actions(out)
+        return out
 
     def _validate_actions(self, tensordict: TensorDictBase) -> None:
         for key in self.action_keys:
             self.full_action_spec[key].assert_is_in(tensordict.get(key), key=key)
+
+
+_ONE_HOT_LIKE = (OneHot, MultiOneHot, Binary)
+
+
+def exact_cast(value: torch.Tensor, spec: Any) -> torch.Tensor | None:
+    """``value`` cast to the spec's dtype when TorchRL would take it and nothing is lost,
+    else ``None``.
+
+    A floating spec takes any real dtype. A discrete spec (integer or bool dtype) takes values
+    that survive the cast unchanged (a float ``1.0`` index, a float 0/1 one-hot, an int32
+    index); one-hot and binary specs only take 0/1 values.
+
+    Examples:
+        >>> from tdrl.specs import OneHot
+        >>> exact_cast(torch.tensor([0.0, 1.0]), OneHot(2, dtype=torch.int64)).tolist()
+        [0, 1]
+        >>> exact_cast(torch.tensor([0.3, 0.7]), OneHot(2, dtype=torch.int64)) is None
+        True
+    """
+    target = spec.dtype
+    if value.dtype.is_complex or not isinstance(target, torch.dtype):
+        return None
+    if target.is_floating_point:
+        return None if value.dtype is torch.bool else value.to(target)
+    if isinstance(spec, _ONE_HOT_LIKE) and not bool(((value == 0) | (value == 1)).all()):
+        return None
+    cast = value.to(target)
+    return cast if bool((cast.to(value.dtype) == value).all()) else None
+
+
+def _cast_rule(spec: Any) -> str:
+    if getattr(spec.dtype, "is_floating_point", False):
+        return ", or another real dtype"
+    if isinstance(spec, _ONE_HOT_LIKE):
+        return ", or another dtype holding only 0/1"
+    return ", or another dtype holding exactly those integers"
+
+
+def _action_hint(spec: Any, value: torch.Tensor) -> str:
+    if isinstance(spec, OneHot) and tuple(value.shape) == tuple(spec.shape[:-1]):
+        return (
+            "This looks like a categorical index: encode it with "
+            "env.full_action_spec[key].encode(index), or build the env with categorical "
+            "actions (e.g. categorical_action_encoding=True)."
+        )
+    return "Produce actions from env.action_spec."
 
 
 def _has_all(td: TensorDict, paths: list[tuple[str, ...]]) -> bool:
