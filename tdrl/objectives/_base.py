@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
@@ -9,12 +10,12 @@ from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDict, TensorDictBase, TensorDictParams
-from tensordict.nn import TensorDictModule
+from tensordict.nn import InteractionType, TensorDictModule, set_interaction_type
 from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
-from tdrl.modules import RecurrentModuleBase, set_recurrent_mode
+from tdrl.modules import ExplorationType, RecurrentModuleBase, set_recurrent_mode
 from tdrl.objectives.value import (
     GAE,
     TD0Estimator,
@@ -69,7 +70,12 @@ class LossModule(nn.Module):
 
     As in TorchRL, ``forward`` and every public method whose name ends in ``loss`` (e.g.
     ``TD3Loss.actor_loss``) run under ``set_recurrent_mode(True)``: recurrent modules of the
-    networks process whole sequences (time is the last batch dim). The networks' parameters
+    networks process whole sequences (time is the last batch dim). ``forward`` also runs
+    under ``set_exploration_type(loss.deterministic_sampling_mode)`` (``DETERMINISTIC`` by
+    default, as TorchRL): a policy called inside it acts deterministically and exploration
+    modules add no noise, whatever block the caller is in. The losses that sample actions
+    (SAC, REDQ, CQL, the PPO family's entropy estimate, ...) draw them explicitly with
+    ``rsample``, as TorchRL's losses do inside their own ``RANDOM`` blocks. The networks' parameters
     are exposed as TorchRL does: ``loss.<network>_params`` (live) and
     ``loss.target_<network>_params`` (the target copy when the loss keeps one, else the live
     parameters detached: e.g. ``ClipPPOLoss.target_critic_network_params`` for GAE).
@@ -92,6 +98,8 @@ class LossModule(nn.Module):
         """The data keys a loss reads and writes (overridden by each loss)."""
 
     default_value_estimator: ClassVar[ValueEstimators | None] = None
+    #: The exploration type ``forward`` runs under (TorchRL's attribute and default).
+    deterministic_sampling_mode: ExplorationType = ExplorationType.DETERMINISTIC
     estimator_key_names: ClassVar[tuple[str, ...]] = (
         "advantage",
         "value_target",
@@ -376,6 +384,7 @@ def _is_loss_method(name: str) -> bool:
 def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
     if getattr(method, "_tdrl_sequence_mode", False):
         return method
+    is_forward = method.__name__ == "forward"
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -385,19 +394,39 @@ def _in_sequence_mode(method: Callable[..., Any]) -> Callable[..., Any]:
         if compiling and self._value_estimator is None:
             if self.default_value_estimator is not None:
                 self._make_default_estimator()  # here (one graph break), not deep inside
-        if compiling and not _holds_recurrent(self):
-            # The mode only steers tdrl's recurrent modules, and torch.compile cannot trace
-            # the context variable behind it: without them, skip it (no graph break).
-            out = method(self, *args, **kwargs)
-        else:
-            with set_recurrent_mode(True):
+        # As TorchRL: forward runs under the loss's deterministic_sampling_mode (policies
+        # called inside act deterministically, exploration modules are off); the losses that
+        # sample from the actor do so explicitly (rsample), whatever the mode.
+        sampling = _sampling_mode(self) if is_forward else contextlib.nullcontext()
+        with sampling:
+            if compiling and not _holds_recurrent(self):
+                # The mode only steers tdrl's recurrent modules, and torch.compile cannot
+                # trace the context variable behind it: without them, skip it (no graph
+                # break).
                 out = method(self, *args, **kwargs)
-        if method.__name__ == "forward":
+            else:
+                with set_recurrent_mode(True):
+                    out = method(self, *args, **kwargs)
+        if is_forward:
             _write_priority(self, args[0] if args else kwargs.get("tensordict"), out)
         return out
 
     wrapper._tdrl_sequence_mode = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _sampling_mode(loss: Any) -> set_interaction_type:
+    """The ``set_interaction_type`` block of ``loss.deterministic_sampling_mode``."""
+    mode = loss.deterministic_sampling_mode
+    if isinstance(mode, ExplorationType):
+        return set_interaction_type(mode.interaction_type)
+    if isinstance(mode, InteractionType | str):
+        return set_interaction_type(mode)
+    raise TypeError(
+        f"{type(loss).__name__}.forward: deterministic_sampling_mode is not an exploration type"
+        f" (got {mode!r}; expected an ExplorationType member, e.g."
+        " ExplorationType.DETERMINISTIC). Set it to one."
+    )
 
 
 def _holds_recurrent(loss: nn.Module) -> bool:

@@ -272,7 +272,10 @@ def test_isac_learns_a_cooperative_task():
     loss = SACLoss(actor, independent_critic(), alpha_init=0.05).set_keys(**ISAC_KEYS)
 
     def explore(batch):
-        return policy_actions(actor, batch)
+        # The policy samples under RANDOM (as a collector runs it); outside a block it acts
+        # deterministically, as TorchRL's ProbabilisticActor.
+        with set_exploration_type(ExplorationType.RANDOM):
+            return policy_actions(actor, batch)
 
     before, after = train(loss, actor, explore)
     assert after > -0.12 and after > before + 0.15, (before, after)  # the optimum is 0
