@@ -272,3 +272,10 @@ def test_training_loop_round():
         if i == 0:
             rb.extend(sample.exclude("td_error"))
     assert len(rb) == 100
+
+
+def test_default_priority_is_torchrls_raw_max_priority():
+    sampler = PrioritizedSampler(8, alpha=0.7, beta=0.5)
+    assert sampler.default_priority == 1.0
+    sampler.update_priority(torch.tensor([0, 1]), torch.tensor([4.0, 2.0]))
+    assert sampler.default_priority == 4.0  # as TorchRL: the raw value, before (p + eps) ** alpha

@@ -316,3 +316,8 @@ def test_slice_sampler_draws_trajectories_uniformly_as_torchrl():
     rb.extend(TensorDict({"traj": ids}, [len(ids)]))
     share = rb.sample()["traj"].view(-1, 4)[:, 0].float().mean().item()
     assert 0.45 < share < 0.55  # window-uniform drawing would give 41/43 = 0.95
+
+
+def test_slice_sampler_keeps_torchrls_end_key_next_to_a_traj_key():
+    assert SliceSampler(slice_len=2, traj_key="traj").end_key == ("next", "done")
+    assert SliceSampler(slice_len=2, traj_key="traj").config()["end_key"] is None  # as dumped

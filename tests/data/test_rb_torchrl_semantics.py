@@ -339,6 +339,7 @@ def test_env_time_storages_behave_as_torchrl(make):
         [4.0, 5.0, 6.0, 7.0],
         [8.0, 9.0, 10.0, 11.0],
     ]
+    assert rb[:]["index"].tolist() == [[0, 1, 2, 3]] * 3  # the time slot TorchRL stores
     rb.extend(TensorDict(obs=100 + torch.arange(6.0).view(3, 2), batch_size=[3, 2]))
     assert len(rb) == 12
     wrapped = [[100.0, 101.0, 2.0, 3.0], [102.0, 103.0, 6.0, 7.0], [104.0, 105.0, 10.0, 11.0]]

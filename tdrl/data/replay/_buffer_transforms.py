@@ -98,6 +98,10 @@ class BufferIndexing:
     def _attach(self, data: Any, info: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def _with_time_slots(self, data: Any) -> Any:
+        """Hook for ``rb[:]`` of ``ndim > 1`` storages (TensorDict buffers add ``"index"``)."""
+        return data
+
     @property
     def transform(self) -> Callable[[Any], Any] | None:
         """The transform applied to sampled batches: the only one, or a chain of several."""
@@ -188,7 +192,7 @@ class BufferIndexing:
                     f"{type(self).__name__}.__getitem__: the buffer is empty (got {index!r} with "
                     "len=0). Extend it first."
                 )
-            data = self._storage.get_steps()  # type: ignore[attr-defined]
+            data = self._with_time_slots(self._storage.get_steps())  # type: ignore[attr-defined]
         if isinstance(index, slice) and index == slice(None):
             return data
         if isinstance(index, bool) or not isinstance(

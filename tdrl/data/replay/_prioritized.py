@@ -344,6 +344,11 @@ class PrioritizedSampler(Sampler):
         """The largest priority seen (given to new elements)."""
         return self._max_priority
 
+    @property
+    def default_priority(self) -> float:
+        """TorchRL's name for the raw priority new elements get: :attr:`max_priority`."""
+        return self._max_priority
+
     def check_storage(self, storage: Storage) -> None:
         if storage.max_size > self.max_capacity:
             raise ValueError(

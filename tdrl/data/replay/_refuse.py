@@ -26,7 +26,11 @@ _WHY = {
     "sample_unit": "Use a SliceSampler for windows of steps",
     "dim_extend": "Lay data out [env, time] with LazyTensorStorage(ndim=2) instead",
     "consume_after_n_samples": "Call empty() after the samples you need",
-    "shared": "Buffers are shared by threads in one process, not across processes",
+    "shared": (
+        "Buffers are shared by threads in one process; to share one across processes, use "
+        "tdrl.distributed.RayReplayBuffer (the buffer lives in one actor, every process writes "
+        "and samples through it)"
+    ),
     "service_backend": "Buffers run in the calling process",
     "service_backend_options": "Buffers run in the calling process",
     "transport": "Buffers run in the calling process",

@@ -166,7 +166,9 @@ class SliceSampler(Sampler):
         # the storage (("collector", "traj_ids"), then "episode") and records it in traj_key;
         # without one, end_key marks the trajectories.
         self._auto_keys = self._traj_key_auto = traj_key is None and end_key is None
-        self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
+        # As TorchRL, end_key keeps its default next to a traj_key (the trajectory ids rule).
+        self.end_key = ("next", "done") if end_key is None else end_key
+        self._config_end_key = ("next", "done") if end_key is None and traj_key is None else end_key
         self.end_keys = end_keys if traj_key is None else None
         self.step_key = step_key
         self.truncated_key = truncated_key
@@ -329,7 +331,7 @@ class SliceSampler(Sampler):
             "class": type(self).__name__,
             "num_slices": self.num_slices,
             "slice_len": self.slice_len,
-            "end_key": _key_list(self.end_key),
+            "end_key": _key_list(self._config_end_key),
             "traj_key": _key_list(self._given_traj_key),
             "strict_length": self.strict_length,
             **({"end_keys": [_key_list(k) for k in self.end_keys]} if self.end_keys else {}),

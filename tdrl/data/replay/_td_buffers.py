@@ -164,6 +164,13 @@ class TensorDictReplayBuffer(ReplayBuffer):
             data.set(key, value)
         return data
 
+    def _with_time_slots(self, data: Any) -> Any:
+        # TorchRL's TensorDict writer stores the time slot of every step: rb[:] shows it.
+        ndim, shape = self._storage.ndim, data.batch_size
+        slots = torch.arange(shape[ndim - 1])
+        view = (*(1,) * (ndim - 1), -1, *(1,) * (len(shape) - ndim))
+        return data.set("index", slots.view(view).expand(shape))
+
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Updates priorities from a (sampled) TensorDict: ``data[priority_key]`` at ``data["index"]``.
 
