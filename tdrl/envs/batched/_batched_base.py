@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from tdrl.envs.batched._metas import batched_specs
 from tdrl.envs.batched._runner import Buffers
 from tdrl.envs.batched._shared import TreeBuffer
 from tdrl.envs.core import EnvBase, EnvCreator, EnvMeta
@@ -127,7 +128,10 @@ class BatchedEnvBase(EnvBase):
     sub-envs (``step_mdp`` still carries them to the next root). A partial reset only reaches the
     workers whose ``_reset`` entries hold a true value.
 
-    Subclasses provide ``_read_meta`` and ``_dispatch``.
+    Sub-envs whose specs differ in their values only (bounds set by per-worker arguments) give
+    stacked batched specs (row ``i``: sub-env ``i``'s), as in TorchRL.
+
+    Subclasses provide ``_read_metas`` and ``_dispatch``.
     """
 
     def __init__(
@@ -141,8 +145,14 @@ class BatchedEnvBase(EnvBase):
         name = type(self).__name__
         self._creators = _as_creators(name, num_workers, create_env_fn, create_env_kwargs)
         self.num_workers = num_workers
-        meta = self._read_meta()
-        self.sub_meta = meta
+        metas = self._read_metas()
+        meta = self.sub_meta = metas[0]
+        self._metas = metas
+        try:
+            specs = batched_specs(name, metas, torch.Size((num_workers, *meta.batch_size)))
+        except ValueError:
+            self._close_sub_envs()
+            raise
         if device is not None and torch.device(device) != (meta.device or torch.device("cpu")):
             self._close_sub_envs()
             raise ValueError(
@@ -155,12 +165,11 @@ class BatchedEnvBase(EnvBase):
             allow_done_after_reset=meta.allow_done_after_reset,
             validate=meta.validate,
         )
-        shape = self.batch_size
-        self.full_observation_spec = meta.specs["observation"].expand(shape)
-        self.full_action_spec = meta.specs["action"].expand(shape)
-        self.full_reward_spec = meta.specs["reward"].expand(shape)
-        self.full_done_spec = meta.specs["done"].expand(shape)
-        self.full_state_spec = meta.specs["state"].expand(shape)
+        self.full_observation_spec = specs["observation"]
+        self.full_action_spec = specs["action"]
+        self.full_reward_spec = specs["reward"]
+        self.full_done_spec = specs["done"]
+        self.full_state_spec = specs["state"]
         self._buffers: Buffers | None = None
         self._masks_published = False
         self._all_workers = tuple(range(num_workers))
@@ -170,11 +179,12 @@ class BatchedEnvBase(EnvBase):
         self._merge_masks: dict[tuple[bool, ...], list[torch.Tensor]] = {}
 
     # ------------------------------------------------------------------ subclass hooks
-    def _read_meta(self) -> EnvMeta:
+    def _read_metas(self) -> list[EnvMeta]:
+        """Hook: the metadata of every sub-env (worker order)."""
         raise NotImplementedError
 
     def _close_sub_envs(self) -> None:
-        """Hook: closes sub-envs built by ``_read_meta`` when the constructor fails after it."""
+        """Hook: closes sub-envs built by ``_read_metas`` when the constructor fails after it."""
 
     def _dispatch(self, cmd: str, args: tuple, workers: Sequence[int]) -> list[Any]:
         """Runs ``EnvRunner.<cmd>(*args)`` on each of ``workers``; returns their results."""

@@ -159,11 +159,12 @@ class ParallelEnv(BatchedEnvBase):
         self.shutdown_timeout = float(shutdown_timeout)
         super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
 
-    def _read_meta(self) -> EnvMeta:
+    def _read_metas(self) -> list[EnvMeta]:
         if self.in_process:
             self._local = [self._creators[0]()]
-            return EnvMeta.from_env(self._local[0])
-        return self._creators[0].meta
+            return [EnvMeta.from_env(self._local[0])]
+        # one env per distinct factory, built here and closed (EnvCreator caches the result)
+        return [creator.meta for creator in self._creators]
 
     def _close_sub_envs(self) -> None:
         for env in self._local:
@@ -221,7 +222,7 @@ class ParallelEnv(BatchedEnvBase):
             self._close_after(pool.failure or "the workers failed to start")
             raise
         for i, (meta, _) in enumerate(hellos):
-            diff = self.sub_meta.difference(meta)
+            diff = self._metas[i].difference(meta)
             if diff is not None:
                 self._close_after(f"worker {i} built an env with other specs")
                 raise ValueError(

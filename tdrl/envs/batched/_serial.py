@@ -105,31 +105,31 @@ class SerialEnv(BatchedEnvBase):
         for env in self._envs:
             env.close()
 
-    def _read_meta(self) -> EnvMeta:
-        self._envs, meta = self._build_envs("__init__", None)
-        return meta
+    def _read_metas(self) -> list[EnvMeta]:
+        self._envs, metas = self._build_envs(None)
+        return metas
 
-    def _build_envs(self, method: str, expected: EnvMeta | None) -> tuple[list[EnvBase], EnvMeta]:
-        """Builds one sub-env per factory and checks that they share the specs of sub-env 0
-        (or ``expected``); closes them all on any failure."""
+    def _build_envs(self, expected: list[EnvMeta] | None) -> tuple[list[EnvBase], list[EnvMeta]]:
+        """Builds one sub-env per factory (checked against ``expected``, the specs of the first
+        build, when given); closes them all on any failure."""
         envs: list[EnvBase] = []
         try:
             for creator in self._creators:
                 envs.append(creator())
             metas = [EnvMeta.from_env(env) for env in envs]
-            first = metas[0] if expected is None else expected
-            for i, meta in enumerate(metas):
-                diff = first.difference(meta)
+            for i, (meta, before) in enumerate(zip(metas, expected or ())):
+                diff = before.difference(meta)
                 if diff is not None:
                     raise ValueError(
-                        f"SerialEnv.{method}: sub-env {i} does not have the specs of sub-env 0 "
-                        f"(got {diff}). Every factory must build envs with identical specs."
+                        f"SerialEnv.start: sub-env {i} does not have the specs it had when the "
+                        f"env was built (got {diff}). Every factory must build envs with the "
+                        "same specs at every call."
                     )
         except BaseException:
             for env in envs:
                 env.close()
             raise
-        return envs, metas[0]
+        return envs, metas
 
     @property
     def envs(self) -> list[EnvBase]:
@@ -139,7 +139,7 @@ class SerialEnv(BatchedEnvBase):
     def _ready_buffers(self) -> Buffers:
         if self._buffers is None:
             if self.is_closed:  # TorchRL restarts a closed batched env on use: new sub-envs
-                self._envs, _ = self._build_envs("start", self.sub_meta)
+                self._envs, _ = self._build_envs(self._metas)
                 self._closed = False
             self._buffers = self._make_buffers(self.device)
             self._runners = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -118,8 +120,8 @@ def test_invalid_actions_are_rejected_before_dispatch():
         td = env.reset()
         with pytest.raises(SpecError, match=r"'action'.*got shape \(2, 3\)"):
             env.step(td.clone().set("action", torch.zeros(2, 3)))
-        with pytest.raises(SpecError, match="dtype"):
-            env.step(td.clone().set("action", torch.zeros(2, 1, dtype=torch.long)))
+        with pytest.raises(SpecError, match="dtype"):  # (an exact cast, e.g. int64, passes)
+            env.step(td.clone().set("action", torch.zeros(2, 1, dtype=torch.complex64)))
         env.validate = True
         with pytest.raises(SpecError, match="action"):
             env.step(td.clone().set("action", torch.full((2, 1), 5.0)))
@@ -129,18 +131,31 @@ def test_invalid_actions_are_rejected_before_dispatch():
     assert ParallelEnv(2, CountingEnv, {"validate": True}).validate
 
 
+def test_factories_with_other_specs_raise_at_construction():
+    with pytest.raises(ValueError, match=r"__init__: sub-env 1 .*batch_size \(\) != \(2,\)"):
+        ParallelEnv(2, [CountingEnv, lambda: CountingEnv(batch_size=(2,))], mp_start_method="fork")
+
+
 def test_specs_that_differ_between_workers_raise_at_start():
-    env = ParallelEnv(
-        2, [CountingEnv, lambda: CountingEnv(batch_size=(2,))], mp_start_method="fork"
-    )
-    with pytest.raises(ValueError, match=r"worker 1 built an env whose specs differ.*batch_size"):
+    built = []
+
+    def make():  # the parent's build (the specs) has batch (), the workers' (forked) (2,)
+        built.append(1)
+        return CountingEnv(batch_size=(len(built) > 1) * (2,))
+
+    env = ParallelEnv(2, make, mp_start_method="fork")
+    with pytest.raises(ValueError, match=r"worker 0 built an env whose specs differ.*batch_size"):
         env.reset()
     assert env.is_closed and env.worker_pids == []
 
 
 def test_a_factory_that_raises_names_the_worker():
+    parent = os.getpid()
+
     def broken():
-        raise OSError("no simulator here")
+        if os.getpid() != parent:  # the specs are read in the parent: fail in the worker
+            raise OSError("no simulator here")
+        return CountingEnv()
 
     env = ParallelEnv(2, [CountingEnv, broken], mp_start_method="fork")
     with pytest.raises(WorkerError, match=r"start: worker 1 .*OSError: no simulator here"):

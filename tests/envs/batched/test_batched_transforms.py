@@ -75,3 +75,39 @@ def test_transforms_around_the_batched_env(kind):
         assert td["next", "step_count"].max() == 4
         assert td["next", "truncated"].any()
     assert base.is_closed
+
+
+def _counted(max_steps=3):
+    return TransformedEnv(CountingEnv(max_steps=100), StepCounter(max_steps))
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_per_worker_kwargs_whose_specs_differ_in_bounds_stack_them(kind):
+    # TorchRL: per-worker StepCounter(max_steps) gives a batched spec with per-row bounds
+    kwargs = [{"max_steps": 2}, {"max_steps": 4}]
+    if kind == "serial":
+        env = SerialEnv(2, _counted, create_env_kwargs=kwargs)
+    else:
+        env = ParallelEnv(2, _counted, create_env_kwargs=kwargs, mp_start_method="fork")
+    spec = env.observation_spec["step_count"]
+    assert spec.shape == (2, 1) and spec.space.high.flatten().tolist() == [2, 4]
+    check_env_specs(env)
+    data = env.rollout(6, break_when_any_done=False)
+    assert data["next", "step_count"].flatten().tolist() == [1, 2, 1, 2, 1, 2, 1, 2, 3, 4, 1, 2]
+    env.close()
+    assert env.rollout(2)["next", "step_count"].flatten().tolist() == [1, 2, 1, 2]  # restart
+    env.close()
+
+
+def test_per_worker_specs_that_differ_in_more_than_values_are_refused():
+    def extra():
+        env = CountingEnv()
+        env.full_observation_spec = env.full_observation_spec.clone().set(
+            "extra", Unbounded(shape=(1,))
+        )
+        return env
+
+    with pytest.raises(ValueError, match=r"sub-env 1 does not have the specs of sub-env 0"):
+        SerialEnv(2, [CountingEnv, extra])
+    with pytest.raises(ValueError, match=r"sub-env 1 does not have the specs .*batch_size"):
+        ParallelEnv(2, [CountingEnv, lambda: CountingEnv(batch_size=(2,))])
