@@ -26,8 +26,9 @@ class ParallelEnv(BatchedEnvBase):
     """Runs ``num_workers`` sub-envs in worker processes behind one batched env.
 
     Batch size and specs are those of :class:`SerialEnv`: ``[num_workers, *sub_env.batch_size]``
-    and the sub-env specs expanded. The specs are read in this process (an :class:`EnvCreator`
-    reads them once and caches them; another callable builds one env here and closes it). The
+    and the sub-env specs expanded (stacked when per-worker factories or kwargs give specs that
+    differ in their values only). The specs are read in this process, one env built and closed
+    per distinct factory (an :class:`EnvCreator` caches them), as TorchRL does. The
     workers start on first use (``reset``, ``step``, ``set_seed``...), each builds its env and
     reports its specs: a worker whose specs differ from worker 0's raises ``ValueError``.
 

@@ -234,22 +234,13 @@ class EnvRunner:
         return self.env.set_seed(seed, static_seed)
 
     def state_dict(self) -> dict[str, Any]:
-        """The sub-env's ``state_dict()`` (``{}`` for an env without one), tensors copied (the
-        caller's, not views of the live state)."""
-        read = getattr(self.env, "state_dict", None)
-        return {} if read is None else _copy_state(read())
+        """The sub-env's ``state_dict()`` with its tensors copied (the caller's, not views of
+        the live state)."""
+        return _copy_state(self.env.state_dict())
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
-        """``load_state_dict`` on the sub-env; an env without state accepts only ``{}``."""
-        load = getattr(self.env, "load_state_dict", None)
-        if load is not None:
-            load(state, strict=strict)
-        elif state and strict:  # nn.Module's answer for a module without state
-            raise RuntimeError(
-                f"{type(self.env).__name__}.load_state_dict: unexpected keys (got "
-                f"{sorted(state)}; expected none: this env holds no state). Load the state "
-                "into the env that saved it, or pass strict=False."
-            )
+        """``load_state_dict`` on the sub-env."""
+        self.env.load_state_dict(state, strict=strict)
 
     def close(self) -> None:
         """Closes the sub-env."""
