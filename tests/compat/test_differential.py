@@ -37,7 +37,7 @@ from differential import scenarios  # noqa: E402,F401 - registers every scenario
 from differential.compare import diff  # noqa: E402
 from differential.encode import encode  # noqa: E402
 from differential.lib import load  # noqa: E402
-from differential.registry import SCENARIOS, run_one  # noqa: E402
+from differential.registry import SCENARIOS, SLOW, run_one  # noqa: E402
 
 RECORDED = json.loads((TOOLS / "differential" / "torchrl_results.json").read_text())
 RESULTS: dict[str, Any] = RECORDED["results"]
@@ -168,7 +168,7 @@ def test_every_scenario_is_recorded() -> None:
 
 
 def test_lists_name_real_entries() -> None:
-    assert set(OPEN) <= set(SCENARIOS), sorted(set(OPEN) - set(SCENARIOS))
+    assert set(OPEN) <= set(SCENARIOS) - SLOW, sorted(set(OPEN) - (set(SCENARIOS) - SLOW))
     for sid, entry in ALLOW.items():
         assert sid in SCENARIOS, sid
         assert entry.get("reason") and entry.get("paths"), sid
@@ -178,8 +178,11 @@ def test_lists_name_real_entries() -> None:
         assert name in names and entry.get("reason") and entry.get("keys"), name
 
 
+# Scenarios that start worker processes take seconds each on 2 cores: `run.py report --slow`
+# checks them, this test does not (registry.SLOW; their differences are listed in the report).
 @pytest.mark.parametrize(
-    "sid", [pytest.param(s, marks=_marks(s, OPEN), id=s) for s in sorted(RESULTS)]
+    "sid",
+    [pytest.param(s, marks=_marks(s, OPEN), id=s) for s in sorted(RESULTS) if s not in SLOW],
 )
 def test_scenario(sid: str, tdrl_lib: Any) -> None:
     got = encode(run_one(sid, tdrl_lib))

@@ -11,6 +11,9 @@ import torch
 
 Scenario = Callable[[Any], Any]
 SCENARIOS: dict[str, Scenario] = {}
+# scenarios that start worker processes (seconds each on 2 cores): run by ``run.py --slow`` only,
+# not by tests/compat/test_differential.py (which must stay under a minute)
+SLOW: set[str] = set()
 
 # scenario area (the id's prefix) -> the tdrl package whose behaviour it checks (for reports)
 AREAS = {
@@ -28,8 +31,11 @@ AREAS = {
 }
 
 
-def scenario(sid: str) -> Callable[[Scenario], Scenario]:
-    """Register ``f`` under the id ``sid`` (``"<area>/<name>"``, area one of ``AREAS``)."""
+def scenario(sid: str, slow: bool = False) -> Callable[[Scenario], Scenario]:
+    """Register ``f`` under the id ``sid`` (``"<area>/<name>"``, area one of ``AREAS``).
+
+    ``slow``: the scenario starts processes; only ``run.py --slow`` runs it.
+    """
     area = sid.split("/", 1)[0]
     if area not in AREAS or "/" not in sid:
         raise ValueError(
@@ -40,6 +46,8 @@ def scenario(sid: str) -> Callable[[Scenario], Scenario]:
         if sid in SCENARIOS:
             raise ValueError(f"scenario: id {sid!r} registered twice.")
         SCENARIOS[sid] = f
+        if slow:
+            SLOW.add(sid)
         return f
 
     return register

@@ -195,3 +195,16 @@ def keys_of(td: Any) -> list[str]:
         "/".join(k) if isinstance(k, tuple) else k
         for k in td.keys(include_nested=True, leaves_only=True)
     )
+
+
+def count_env_factory(lib_name: str, horizon: int = 3) -> Any:
+    """A picklable ``CountEnv`` factory for worker processes (resolves the library there)."""
+    import functools
+
+    return functools.partial(_make_count_env, lib_name, horizon)
+
+
+def _make_count_env(lib_name: str, horizon: int) -> Any:
+    from ..lib import load
+
+    return count_env(load(lib_name), (), horizon)

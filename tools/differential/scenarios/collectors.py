@@ -208,3 +208,20 @@ def _(lib: Any) -> Any:
 @scenario("collectors/split_trajs_with_max_frames_per_traj")
 def _(lib: Any) -> Any:
     return collect(lib, horizon=5, frames_per_batch=6, max_frames_per_traj=2, split_trajs=True)
+
+
+@scenario("collectors/MultiSyncCollector/two_workers", slow=True)
+def _(lib: Any) -> Any:
+    from ._common import count_env_factory
+
+    make = count_env_factory(lib.name)
+    collector = lib.collectors.MultiSyncCollector(
+        [make, make], det_policy(), frames_per_batch=8, total_frames=16, cat_results="stack"
+    )
+    batches = []
+    try:
+        for batch in collector:
+            batches.append(batch.clone())
+    finally:
+        collector.shutdown()
+    return {"n_batches": len(batches), "batches": batches}
