@@ -199,3 +199,9 @@ def _(lib: Any) -> Any:
     action = td.pop("action")
     td["next"].pop("reward")
     return {"td": td, "in_bounds": bool(action.abs().le(1).all())}
+
+
+@scenario("envs/CountEnv/set_seed_return")
+def _(lib: Any) -> Any:
+    env = count_env(lib, (2,))
+    return {"first": env.set_seed(0), "second": env.set_seed(5)}

@@ -118,3 +118,35 @@ def _(lib: Any) -> Any:
     out = env.reset(td)
     env.close()
     return out
+
+
+@scenario("gym/Pendulum-v1/set_seed_return")
+def _(lib: Any) -> Any:
+    env = lib.gym.GymEnv("Pendulum-v1")
+    try:
+        return {"first": env.set_seed(0), "second": env.set_seed(123)}
+    finally:
+        env.close()
+
+
+@scenario("batched/SerialEnv/gym_seeding")
+def _(lib: Any) -> Any:
+    """Seeding a batch of gym envs: the seed each sub-env gets shows in the reset values."""
+    env = lib.envs.SerialEnv(2, lambda: lib.gym.GymEnv("Pendulum-v1"))
+    try:
+        next_seed = env.set_seed(7)
+        return {"next_seed": next_seed, "reset": env.reset()}
+    finally:
+        env.close()
+
+
+@scenario("gym/Pendulum-v1/StepCounter_truncation")
+def _(lib: Any) -> Any:
+    env = lib.envs.TransformedEnv(lib.gym.GymEnv("Pendulum-v1"), lib.envs.StepCounter(max_steps=3))
+    env.set_seed(0)
+    zero = torch.zeros(1)
+    policy = TensorDictModule(FirstAction(zero), in_keys=["observation"], out_keys=["action"])
+    try:
+        return env.rollout(5, policy, break_when_any_done=False)
+    finally:
+        env.close()
