@@ -78,6 +78,7 @@ def load_recorded() -> dict[str, Any]:
 
 
 def write_recorded(results: dict[str, Any], only: list[str] | None, slow: bool) -> None:
+    from differential import scenarios  # noqa: F401 - registers every scenario (fills SLOW)
     from differential.registry import SLOW
 
     old = load_recorded()
