@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,17 +47,32 @@ def make_env(
     seed: int,
     device: str = "cpu",
     options: Mapping[str, Any] | None = None,
+    processes: int = 0,
 ) -> EnvBase:
     """A batched env: a built-in name (``CartPole``, ``Pendulum``, the multi-agent
     ``Navigation``), ``gym:<id>``, ``vmas:<scenario>`` or ``pettingzoo:<task>``.
 
     ``options`` (the config's ``env_options``) configure the multi-agent envs (see
-    :func:`~tdrl.train._multiagent_envs.make_multiagent_env`); the others take none.
+    :func:`~tdrl.train._multiagent_envs.make_multiagent_env`); the others take none. With
+    ``processes`` (the config's ``env_processes``) > 0 the envs step in that many worker
+    processes: a :class:`~tdrl.envs.ParallelEnv` of batch ``[processes, num_envs / processes]``.
+    Its workers ignore SIGTERM (a scheduler may send it to every process of a job): the
+    trainer closes them after its final checkpoint, and they end with it in any case.
 
     Examples:
         >>> make_env("CartPole", 4, seed=0).batch_size
         torch.Size([4])
     """
+    if processes:
+        return _parallel_env(name, num_envs, processes, seed, device, options)
+    env = _build_env(name, num_envs, device, options, seed)
+    env.set_seed(seed)
+    return env
+
+
+def _build_env(
+    name: str, num_envs: int, device: str, options: Mapping[str, Any] | None, seed: int = 0
+) -> EnvBase:
     from tdrl.train._multiagent_envs import is_multiagent_env, make_multiagent_env
 
     if is_multiagent_env(name):
@@ -76,8 +94,40 @@ def make_env(
             f"{sorted(BUILTIN_ENVS)} + ['Navigation'], 'gym:<gymnasium id>', "
             "'vmas:<scenario>' or 'pettingzoo:<task>')."
         )
+    return env
+
+
+def _parallel_env(
+    name: str,
+    num_envs: int,
+    processes: int,
+    seed: int,
+    device: str,
+    options: Mapping[str, Any] | None,
+) -> EnvBase:
+    from tdrl.envs import ParallelEnv
+
+    ok = isinstance(processes, int) and not isinstance(processes, bool) and processes > 0
+    if not ok or num_envs % processes:
+        raise ValueError(
+            f"make_env: env_processes must be an int > 0 that divides num_envs (got "
+            f"env_processes={processes!r} for num_envs={num_envs}; expected e.g. 2 for 8 envs). "
+            "Set env_processes=0 to step the envs in this process."
+        )
+    factory = functools.partial(_worker_env, name, num_envs // processes, device, options)
+    env = ParallelEnv(processes, factory, device=device)
     env.set_seed(seed)
     return env
+
+
+def _worker_env(
+    name: str, num_envs: int, device: str, options: Mapping[str, Any] | None
+) -> EnvBase:
+    """A ParallelEnv worker's env (also built once in the parent, for its specs)."""
+    if multiprocessing.parent_process() is not None:
+        # SLURM signals every process of a job: the worker must outlive the parent's stop
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return _build_env(name, num_envs, device, options)
 
 
 def is_discrete(spec: TensorSpec) -> bool:

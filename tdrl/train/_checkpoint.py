@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -29,9 +31,18 @@ from tdrl.train._checkpoint_verify import (
     verify_checkpoint,
 )
 
-__all__ = ["checkpoints", "latest_checkpoint", "load_checkpoint", "load_latest", "save_checkpoint"]
+__all__ = [
+    "CheckpointWriteError",
+    "checkpoints",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_latest",
+    "save_checkpoint",
+]
 
 _PREFIX = "ckpt-"
+_TMP = ".tmp-"
+STATE = "state/"  # the prefix of the caller's ``state`` tensors
 
 
 def _fsync(path: Path) -> None:
@@ -74,6 +85,19 @@ def _set_rng_state(checkpoint: Verified) -> None:
     random.setstate(py_state)
 
 
+class CheckpointWriteError(OSError):
+    """A training checkpoint could not be written (no space, a read-only folder, a quota, an
+    I/O error); the previous checkpoints are intact. ``errno`` is the failing call's.
+
+    Examples:
+        >>> str(CheckpointWriteError(28, "save_checkpoint: could not write ckpt-10"))
+        'save_checkpoint: could not write ckpt-10'
+    """
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def save_checkpoint(
     run_dir: str | Path,
     *,
@@ -83,14 +107,26 @@ def save_checkpoint(
     counters: dict[str, Any],
     buffer: Any = None,
     keep: int = 2,
+    state: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Writes ``run_dir/checkpoints/ckpt-<frames>`` atomically and keeps the newest ``keep``.
 
     Contents: ``tensors.safetensors`` (module parameters and buffers, optimizer tensors, the torch
-    RNG state), ``buffer/`` (a replay buffer's ``dumps``) and ``meta.json`` (counters, optimizer
-    hyperparameters, numpy/python RNG states and the SHA-256 hash of every other file). Every
-    file is fsynced before ``meta.json`` is written, and ``meta.json`` last: its presence marks a
-    complete checkpoint. The directory is built under a temporary name, fsynced, then renamed.
+    RNG state and the caller's ``state`` tensors), ``buffer/`` (a replay buffer's ``dumps``) and
+    ``meta.json`` (counters, optimizer hyperparameters, numpy/python RNG states and the SHA-256
+    hash of every other file). Every file is fsynced before ``meta.json`` is written, and
+    ``meta.json`` last: its presence marks a complete checkpoint. The folder is built under a
+    temporary name (``.tmp-ckpt-<frames>-<pid>``), fsynced, then renamed into place.
+
+    A write that fails at any step (no space, a read-only folder, a quota, an I/O error, an
+    interrupt) removes the temporary folder and raises: the older checkpoints are untouched and
+    nothing half-written is ever named ``ckpt-*``. Temporary folders of writers that died
+    (``kill -9``) are removed by the next save. Old checkpoints are pruned only after the new one
+    is in place.
+
+    Raises:
+        CheckpointWriteError: a write, fsync or rename failed; the message names the
+            checkpoint and the failing call's error.
 
     Examples:
         >>> import tempfile, torch
@@ -101,14 +137,42 @@ def save_checkpoint(
         ...     print(path.name, load_checkpoint(path, modules={"net": net})["iteration"])
         ckpt-000000010 1
     """
-    from safetensors.torch import save_file
-
     root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"{_PREFIX}{frames:09d}"
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = root / f"{_TMP}{final.name}-{os.getpid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(root)
+        tmp.mkdir()
+        try:
+            _write_contents(tmp, frames, modules, optimizers, counters, buffer, state or {})
+            _move_into_place(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync(root)
+    except OSError as err:
+        raise CheckpointWriteError(
+            err.errno,
+            f"save_checkpoint: could not write the checkpoint {final} ({type(err).__name__}: "
+            f"{err}; expected a writable folder with room for it). The previous checkpoints "
+            f"in {root} are intact; free space or fix the folder's permissions.",
+        ) from err
+    for old in _complete(root)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_contents(
+    tmp: Path,
+    frames: int,
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, torch.optim.Optimizer],
+    counters: dict[str, Any],
+    buffer: Any,
+    state: dict[str, torch.Tensor],
+) -> None:
+    """Every file of a checkpoint into the empty folder ``tmp``, fsynced, ``meta.json`` last."""
     tensors: dict[str, torch.Tensor] = {}
     for name, module in modules.items():
         for k, v in module.state_dict().items():
@@ -118,9 +182,11 @@ def save_checkpoint(
         t, m = _flatten_optimizer(f"optim/{name}", opt.state_dict())
         tensors.update(t)
         optim_meta[name] = m
+    for name, value in state.items():
+        tensors[f"{STATE}{name}"] = value.detach().to("cpu").contiguous().clone()
     rng_t, rng_m = _rng_state()
     tensors.update(rng_t)
-    save_file(tensors, str(tmp / TENSORS))
+    _save_tensors(tensors, tmp / TENSORS)
     _fsync(tmp / TENSORS)
     if buffer is not None:
         buffer.dumps(tmp / "buffer")  # fsyncs its own files
@@ -142,13 +208,61 @@ def save_checkpoint(
         f.flush()
         os.fsync(f.fileno())
     _fsync(tmp)
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    _fsync(root)
-    for old in _complete(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+
+
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """safetensors' ``save_file``; its I/O failures (a ``SafetensorError`` carrying the OS
+    error's text, e.g. ``No space left on device (os error 28)``) become ``OSError``."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    try:
+        save_file(tensors, str(path))
+    except SafetensorError as err:
+        code = re.search(r"os error (\d+)", str(err))
+        raise OSError(int(code.group(1)) if code else errno.EIO, str(err)) from err
+
+
+def _move_into_place(tmp: Path, final: Path) -> None:
+    """Renames ``tmp`` to ``final``; a checkpoint already there (the same frame, saved again)
+    is moved aside first and put back if the rename fails."""
+    if not final.exists():
+        tmp.rename(final)
+        return
+    aside = final.with_name(f"{_TMP}old-{final.name}-{os.getpid()}")
+    shutil.rmtree(aside, ignore_errors=True)
+    final.rename(aside)
+    try:
+        tmp.rename(final)
+    except BaseException:
+        aside.rename(final)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _remove_abandoned(root: Path) -> None:
+    """Removes the temporary folders of this process and of writers that no longer run."""
+    for path in list(root.iterdir()):
+        if not path.name.startswith(_TMP):
+            continue
+        pid = path.name.rpartition("-")[2]
+        if pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
+            if path.name.startswith(f"{_TMP}old-"):  # a checkpoint moved aside: keep it
+                final = root / path.name[len(f"{_TMP}old-") :].rpartition("-")[0]
+                if not final.exists():
+                    path.rename(final)
+                    continue
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _complete(root: Path) -> list[Path]:
@@ -196,6 +310,9 @@ def load_checkpoint(
     if restore_rng:
         check_rng(checkpoint)
     counters = {"frames": checkpoint.meta["frames"], **checkpoint.meta["counters"]}
+    state = {k[len(STATE) :]: v for k, v in checkpoint.tensors.items() if k.startswith(STATE)}
+    if state:
+        counters["state"] = state
     if check is not None:
         with checkpoint_errors(checkpoint.path / META, "load_checkpoint"):
             check(counters)

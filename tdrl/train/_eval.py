@@ -165,3 +165,32 @@ class EpisodeTracker:
                 finished.extend(running[d[:, t]].tolist())
                 running[d[:, t]] = 0.0
         return finished
+
+    def state(self) -> torch.Tensor | None:
+        """The running returns of the unfinished episodes (a copy; None before a batch)."""
+        return None if self._running is None else self._running.clone()
+
+    def check_state(self, running: object) -> None:
+        """Raises ``ValueError`` unless ``running`` is a state from :meth:`state`."""
+        if running is not None and not (
+            isinstance(running, torch.Tensor) and running.dim() == 1 and running.is_floating_point()
+        ):
+            got = running if not isinstance(running, torch.Tensor) else running.shape
+            raise ValueError(
+                f"the episode tracker's running returns are malformed (got {got!r:.60}; "
+                "expected a 1-d float tensor)"
+            )
+
+    def load_state(self, running: torch.Tensor | None) -> None:
+        """Continues from :meth:`state` (episodes in progress keep their partial returns).
+
+        Examples:
+            >>> tracker = EpisodeTracker()
+            >>> tracker.load_state(torch.tensor([5.0]))
+            >>> from tensordict import TensorDict
+            >>> tracker.update(TensorDict({"next": {"reward": torch.ones(1, 1, 1),
+            ...     "done": torch.ones(1, 1, 1, dtype=torch.bool)}}, [1, 1]))
+            [6.0]
+        """
+        self.check_state(running)
+        self._running = None if running is None else running.clone().float()

@@ -85,6 +85,9 @@ class MultiAgentTrainer(Trainer):
         del self._recent[:-100]
         return {"train_return": _mean(self._recent[-20:]), **row}
 
+    def _episode_trackers(self) -> dict[str, EpisodeTracker]:
+        return {f"group.{name}": tracker for name, tracker in self.trackers.items()}
+
     def summary(self) -> dict[str, Any]:
         """The trainer's summary with the per-group returns and the groups' sizes."""
         out = super().summary()

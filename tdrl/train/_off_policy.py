@@ -133,6 +133,7 @@ class OffPolicyTrainer(ReplayLoop):
 
     def _counters(self) -> dict[str, Any]:
         out = super()._counters()
+        out["target"] = self.target.state_dict()  # HardUpdate's step count since its last copy
         if self.agent.exploration is not None:  # e.g. DQN's annealed eps: resume keeps it
             state = self.agent.exploration.state_dict()
             out["exploration"] = {k: v.tolist() for k, v in state.items()}
@@ -141,6 +142,13 @@ class OffPolicyTrainer(ReplayLoop):
     def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:
         values = super()._read_counters(counters)
         values["exploration"] = self._read_exploration(counters.get("exploration"))
+        target = counters.get("target")  # absent from checkpoints written before it was saved
+        if target is not None:
+            if not isinstance(target, dict) or not all(
+                isinstance(v, (bool, int)) for v in target.values()
+            ):
+                raise ValueError(f"the target updater state is malformed (got {target!r:.60})")
+            values["target"] = target
         return values
 
     def _read_exploration(self, saved: Any) -> dict[str, torch.Tensor] | None:
@@ -168,6 +176,8 @@ class OffPolicyTrainer(ReplayLoop):
 
     def _apply_counters(self, values: dict[str, Any]) -> None:
         super()._apply_counters(values)
+        if values.get("target") is not None:
+            self.target.load_state_dict(values["target"])
         if values.get("exploration") is not None:
             self.agent.exploration.load_state_dict(values["exploration"])
 

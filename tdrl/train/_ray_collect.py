@@ -15,9 +15,13 @@ from tensordict import TensorDictBase
 from tdrl.train._builders import make_env
 from tdrl.train._compile import policy_compile
 
-__all__ = ["RayRollouts", "RaySettings", "ray_rollouts"]
+__all__ = ["RayRollouts", "RaySettings", "RayUnreachable", "ray_rollouts"]
 
 _SEED_STRIDE = 7919  # actor w's envs are seeded with seed + (w + 1) * this
+
+
+class RayUnreachable(ConnectionError):
+    """``tdrl train --ray``: Ray could not be reached (or started) within ``--ray-timeout``."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class RaySettings:
         address: the Ray cluster to join (``"auto"``, ``"host:6379"``, ...); None starts a
             local Ray.
         num_collectors: collector actors; each runs ``num_envs / num_collectors`` envs.
+        connect_timeout: seconds to connect to Ray (or start it) before giving up
+            (``--ray-timeout``).
 
     Examples:
         >>> RaySettings(None, 2).num_collectors
@@ -36,6 +42,7 @@ class RaySettings:
 
     address: str | None = None
     num_collectors: int = 2
+    connect_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         n = self.num_collectors
@@ -43,6 +50,12 @@ class RaySettings:
             raise ValueError(
                 f"tdrl train --ray: --num-collectors must be an int >= 1 (got {n!r}). Pass e.g. "
                 "--num-collectors 2."
+            )
+        t = self.connect_timeout
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t < float("inf"):
+            raise ValueError(
+                f"tdrl train --ray: --ray-timeout must be a finite number of seconds > 0 (got "
+                f"{t!r}). Pass e.g. --ray-timeout 30."
             )
 
     def envs_per_collector(self, config: dict[str, Any]) -> int:
@@ -99,12 +112,18 @@ def ray_rollouts(
 
     Raises:
         ValueError: ``num_envs`` is not a multiple of the number of collectors.
+        RayUnreachable: Ray could not be reached within ``settings.connect_timeout``.
     """
     from tdrl.distributed import RayCollector, connect_ray
 
     n = settings.num_collectors
     per_actor = settings.envs_per_collector(config)
-    connect_ray(settings.address, num_cpus=max(os.cpu_count() or 1, n))
+    try:
+        connect_ray(
+            settings.address, num_cpus=max(os.cpu_count() or 1, n), timeout=settings.connect_timeout
+        )
+    except (TimeoutError, ConnectionError) as err:
+        raise RayUnreachable(str(err)) from err
     seed = int(config.get("seed", 0))
     fns = [
         functools.partial(

@@ -11,12 +11,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from tdrl.collectors import Collector
 from tdrl.envs import EnvBase
 from tdrl.train._builders import make_env
-from tdrl.train._checkpoint import load_latest, report_to_stderr, save_checkpoint
+from tdrl.train._checkpoint import (
+    CheckpointWriteError,
+    load_latest,
+    report_to_stderr,
+    save_checkpoint,
+)
 from tdrl.train._compile import compile_settings, policy_compile
 from tdrl.train._eval import EpisodeTracker, evaluate
+from tdrl.train._lock import RunLock
 from tdrl.train._logging import (
     EvalVideo,
     RunLogger,
@@ -24,6 +29,14 @@ from tdrl.train._logging import (
     plot_learning_curve,
     truncate_metrics,
     write_summary,
+)
+from tdrl.train._resume import (
+    ResumingCollector,
+    check_env_state,
+    check_root,
+    env_state,
+    flat_root,
+    load_env_state,
 )
 
 __all__ = ["Trainer"]
@@ -47,6 +60,14 @@ class Trainer:
             --video``; the csv logger when none is given).
         resume: continue from the newest complete checkpoint of ``out_dir``.
         ray: collect with Ray actors (a ``RaySettings``; ``tdrl train --ray``).
+        stop: a :class:`~tdrl.train._stop.GracefulStop` whose signals end the run after the
+            current iteration, with a checkpoint (``tdrl train`` passes one).
+
+    A run holds a :class:`~tdrl.train._lock.RunLock` on ``out_dir`` while it trains: a second
+    process training in the same directory is refused. A periodic checkpoint that cannot be
+    written (no space, a read-only folder) is reported on stderr and retried at the next
+    interval with ``logging.checkpoint_on_error = "warn"`` (the default), or stops the run with
+    ``"stop"``; the checkpoint at the end of a run, or of a stop, always raises.
     """
 
     def __init__(
@@ -60,6 +81,7 @@ class Trainer:
         video: bool = False,
         resume: bool = False,
         ray: Any = None,
+        stop: Any = None,
     ) -> None:
         if compile_settings(config) is not None and not self.compiles:
             raise ValueError(
@@ -70,6 +92,8 @@ class Trainer:
             )
         self.config = config
         self.ray = ray
+        self.stop = stop
+        self.on_error = _on_error(config)
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.quiet = quiet
@@ -96,8 +120,15 @@ class Trainer:
         if ray is not None:  # the env of one collector actor: the policy is built for it
             num_envs = ray.envs_per_collector(config)
         device, options = config.get("device", "cpu"), config.get("env_options")
+        processes = self._env_processes = int(config.get("env_processes", 0) or 0)
+        if ray is not None and processes:
+            raise ValueError(
+                f"tdrl train --ray: env_processes must be 0 with Ray actors (got "
+                f"env_processes={processes}; expected 0: the actors already step the envs in "
+                "processes of their own). Use --num-collectors instead."
+            )
         self.env: EnvBase = make_env(
-            config["env"], num_envs, seed=seed, device=device, options=options
+            config["env"], num_envs, seed=seed, device=device, options=options, processes=processes
         )
         eval_cfg = config.get("eval", {})
         self.eval_env = make_env(
@@ -111,6 +142,9 @@ class Trainer:
         self._recent: list[float] = []
         self._next_eval = int(eval_cfg.get("every_frames", 0) or 0)
         self._next_ckpt = int(config.get("logging", {}).get("checkpoint_every_frames", 0) or 0)
+        self._saved_frames: int | None = None  # the frames of the newest checkpoint written/read
+        self._resume_state: Any = None  # (env state, next root) for the first collector
+        self._live_collector: Any = None
 
     # ------------------------------------------------------------------ hooks
     policy: Any
@@ -123,26 +157,45 @@ class Trainer:
         """A :class:`Collector` on ``self.env``, or Ray actors with ``ray`` (both give
         ``rollout()`` and ``shutdown()``)."""
         if self.ray is None:
-            return Collector(
+            resume, self._resume_state = self._resume_state, None
+            self._live_collector = ResumingCollector(
                 self.env,
                 policy,
                 frames_per_batch=frames_per_batch,
                 init_random_frames=init_random_frames,
                 compile_policy=policy_compile(self.config),
+                resume=resume,
             )
+            return self._live_collector
         from tdrl.train._ray_collect import ray_rollouts
 
-        return ray_rollouts(
+        rollouts = ray_rollouts(
             self.ray,
             self.config,
             policy,
             frames_per_batch=frames_per_batch,
             init_random_frames=init_random_frames,
         )
+        if self.stop is not None:  # ray.init replaces the SIGTERM handler with its own
+            self.stop.install()
+        return rollouts
 
     # ------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:
-        """Trains until the frame budget or the target return; returns the summary."""
+        """Trains until the frame budget, the target return or a stop signal; returns the
+        summary (with ``"stopped"``: the signal's name, after a stop).
+
+        Raises:
+            RunLockedError: another process trains in ``out_dir``.
+        """
+        with RunLock(self.out_dir, where="tdrl train"):
+            try:
+                return self._run()
+            finally:
+                if self._env_processes:  # the worker processes this trainer started
+                    self.env.close()
+
+    def _run(self) -> dict[str, Any]:
         (self.out_dir / "config.json").write_text(json.dumps(self.config, indent=2))
         if self.resume:
             self._restore()
@@ -165,7 +218,10 @@ class Trainer:
         finally:
             self.logger.close()
         self.elapsed = now() - self._t0
-        self._checkpoint()
+        if self._saved_frames != self.frames:
+            self._checkpoint()
+        if self.stopped:
+            return {**self.summary(), "stopped": self.stopped}
         if self.last_eval is None:
             self._evaluate()
         summary = self.summary()
@@ -188,9 +244,18 @@ class Trainer:
         }
 
     @property
+    def stopped(self) -> str | None:
+        """The signal that asked the run to stop (``"SIGTERM"``, ``"SIGINT"``), or None."""
+        return self.stop.requested if self.stop is not None else None
+
+    @property
     def done(self) -> bool:
-        """Whether training should stop (budget reached or target return hit)."""
-        return self.frames >= int(self.config["frames"]) or self.solved_at is not None
+        """Whether training should stop (budget reached, target return hit or a stop signal)."""
+        return (
+            self.frames >= int(self.config["frames"])
+            or self.solved_at is not None
+            or self.stopped is not None
+        )
 
     def episode_returns(self, env: EnvBase) -> list[float]:
         """The deterministic policy's return of one episode per member of ``env`` (the
@@ -232,10 +297,9 @@ class Trainer:
         self.logger.log(row)
         if self._next_ckpt and self.frames >= self._next_ckpt:
             self.elapsed = elapsed
-            self._checkpoint()
-            plot_learning_curve(self.out_dir)
-            while self._next_ckpt <= self.frames:
+            while self._next_ckpt <= self.frames:  # the next interval, also after a failure
                 self._next_ckpt += int(self.config["logging"]["checkpoint_every_frames"])
+            self._periodic_checkpoint()
 
     def _train_columns(self, batch: Any) -> dict[str, float]:
         """The training-return columns of a batch's row (none while no episode finished)."""
@@ -246,6 +310,10 @@ class Trainer:
             return {}
         last = self._recent[-20:]
         return {"train_return": sum(last) / len(last)}
+
+    def _episode_trackers(self) -> dict[str, EpisodeTracker]:
+        """The trackers whose unfinished episodes' returns checkpoints keep, by name."""
+        return {"running": self.tracker}
 
     def _eval_columns(self) -> dict[str, float]:
         """The evaluation columns of a row (one evaluation)."""
@@ -272,7 +340,50 @@ class Trainer:
             optimizers=self.optimizers,
             counters=self._counters(),
             buffer=self.buffer,
+            state=self._state_tensors(),
         )
+        self._saved_frames = self.frames
+
+    def _periodic_checkpoint(self) -> None:
+        """A checkpoint at an interval: a failed write warns and is retried at the next one
+        (``logging.checkpoint_on_error = "warn"``) or raises (``"stop"``)."""
+        try:
+            self._checkpoint()
+        except CheckpointWriteError as err:
+            if self.on_error == "stop":
+                raise
+            report_to_stderr(
+                f"tdrl train: warning: checkpoint at frame {self.frames} failed, training goes "
+                f"on and retries at frame {self._next_ckpt} (logging.checkpoint_on_error="
+                f'"stop" stops instead): {err}'
+            )
+            return
+        try:  # the learning curve drawn so far: a full disk is handled as for the checkpoint
+            plot_learning_curve(self.out_dir)
+        except OSError as err:
+            if self.on_error == "stop":
+                raise
+            report_to_stderr(
+                f"tdrl train: warning: could not draw {self.out_dir / 'learning_curve.png'} at "
+                f"frame {self.frames} ({type(err).__name__}: {err}); training goes on"
+            )
+
+    def _state_tensors(self) -> dict[str, Any]:
+        """The envs' states, the collector's next step and the partial episode returns: what
+        ``--resume`` needs to continue exactly (built-in envs only, see ``_resume``)."""
+        out: dict[str, Any] = {}
+        for name, tracker in self._episode_trackers().items():
+            running = tracker.state()
+            if running is not None:
+                out[f"tracker/{name}"] = running
+        root = getattr(self._live_collector, "next_root", None)
+        train, evaluation = env_state(self.env), env_state(self.eval_env)
+        if root is not None and train is not None:
+            out.update({f"env/{k}": v for k, v in train.items()})
+            out.update({f"root/{k}": v for k, v in flat_root(root, self.env).items()})
+        if evaluation is not None:
+            out.update({f"eval_env/{k}": v for k, v in evaluation.items()})
+        return out
 
     def _restore(self) -> dict[str, Any]:
         """Loads the newest checkpoint that verifies (older ones when newer ones fail, each
@@ -288,6 +399,7 @@ class Trainer:
             check=self._read_counters,
         )
         self._apply_counters(self._read_counters(counters))
+        self._saved_frames = self.frames
         report_to_stderr(f"tdrl train --resume: resuming from {path} at frame {self.frames}")
         truncate_metrics(self.out_dir / "metrics.csv", self.frames)
         return counters
@@ -306,7 +418,30 @@ class Trainer:
             "next_eval": int(counters["next_eval"]),
             "next_ckpt": int(counters["next_ckpt"]),
             "recent": [float(r) for r in counters.get("recent", [])],
+            "state": self._read_state(counters.get("state", {})),
         }
+
+    def _read_state(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """Splits and checks the saved state tensors (see :meth:`_state_tensors`)."""
+        parts: dict[str, dict[str, Any]] = {}
+        for key, value in saved.items():
+            head, _, rest = key.partition("/")
+            parts.setdefault(head, {})[rest] = value
+        unknown = sorted(set(parts) - {"tracker", "env", "root", "eval_env"})
+        if unknown:
+            raise ValueError(f"unknown state entries {unknown}")
+        if "env" in parts:
+            check_env_state(self.env, parts["env"], "env")
+            check_root(self.env, parts.get("root", {}))
+        if "eval_env" in parts:
+            check_env_state(self.eval_env, parts["eval_env"], "evaluation env")
+        trackers = self._episode_trackers()
+        unknown = sorted(set(parts.get("tracker", {})) - set(trackers))
+        if unknown:
+            raise ValueError(f"unknown episode trackers {unknown} (expected {sorted(trackers)})")
+        for name, running in parts.get("tracker", {}).items():
+            trackers[name].check_state(running)
+        return parts
 
     def _apply_counters(self, values: dict[str, Any]) -> None:
         self.frames, self.iteration, self.elapsed = (
@@ -318,6 +453,25 @@ class Trainer:
         self.solved_at = values["solved_at"]
         self._next_eval, self._next_ckpt = values["next_eval"], values["next_ckpt"]
         self._recent = values["recent"]
+        state = values["state"]
+        if "env" in state:  # the collector puts it back after its first reset
+            self._resume_state = (state["env"], state.get("root", {}))
+        if "eval_env" in state:
+            load_env_state(self.eval_env, state["eval_env"])
+        trackers = self._episode_trackers()
+        for name, running in state.get("tracker", {}).items():
+            trackers[name].load_state(running)
+
+
+def _on_error(config: dict[str, Any]) -> str:
+    value = config.get("logging", {}).get("checkpoint_on_error", "warn")
+    if value not in ("warn", "stop"):
+        raise ValueError(
+            f"tdrl train: unknown logging.checkpoint_on_error (got {value!r}; expected 'warn' or "
+            "'stop'). 'warn' reports a failed periodic checkpoint and retries at the next "
+            "interval; 'stop' ends the run with the error."
+        )
+    return str(value)
 
 
 def _mean(values: list[float]) -> float | None:

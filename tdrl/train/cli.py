@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from tdrl.errors import CheckpointError
+from tdrl.train._checkpoint import CheckpointWriteError
 from tdrl.train._config import PRESETS, load_config
+from tdrl.train._lock import RunLockedError
 from tdrl.train._logging import LOGGERS
+from tdrl.train._ray_collect import RayUnreachable
+from tdrl.train._stop import EXIT_INTERRUPTED, EXIT_STOP_TIMEOUT, GracefulStop, StopTimeout
 
 __all__ = ["build_parser", "main"]
 
@@ -25,6 +29,10 @@ tdrl: train and evaluate reinforcement-learning agents.
   tdrl train dqn --compile            torch.compile the update step
   tdrl train ppo --resume runs/ppo-20261129-120000
   tdrl eval runs/ppo-20261129-120000  replay the saved policy deterministically
+
+SIGTERM or Ctrl-C stops `tdrl train` after the current iteration with a checkpoint (exit 0;
+continue with --resume); a second Ctrl-C stops at once (exit 130); a stop that overruns
+--stop-timeout exits 124, a run directory in use or a checkpoint problem 2.
 """
 
 
@@ -104,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--num-collectors", type=int, help="Ray collector actors (with --ray; default: 2)"
     )
+    train.add_argument(
+        "--ray-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up connecting to Ray after this long (with --ray; default: 30)",
+    )
+    train.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C, the time to finish the iteration and write a checkpoint "
+        "before exiting anyway (default: 30)",
+    )
     ev = sub.add_parser(
         "eval",
         help="evaluate a trained run",
@@ -173,16 +195,20 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
 def _ray_settings(args: argparse.Namespace) -> Any:
     """``--ray [ADDRESS] --num-collectors N`` (None without ``--ray``)."""
     if args.ray is None:
-        if args.num_collectors is not None:
-            raise ValueError(
-                f"tdrl train: --num-collectors needs --ray (got --num-collectors "
-                f"{args.num_collectors} alone). Add --ray to collect with Ray actors."
-            )
+        for flag in ("num_collectors", "ray_timeout"):
+            value = getattr(args, flag)
+            if value is not None:
+                name = "--" + flag.replace("_", "-")
+                raise ValueError(
+                    f"tdrl train: {name} needs --ray (got {name} {value} alone). Add --ray to "
+                    "collect with Ray actors."
+                )
         return None
     from tdrl.train._ray_collect import RaySettings
 
     n = 2 if args.num_collectors is None else args.num_collectors
-    return RaySettings(args.ray or None, n)
+    timeout = RaySettings.connect_timeout if args.ray_timeout is None else args.ray_timeout
+    return RaySettings(args.ray or None, n, connect_timeout=timeout)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -190,19 +216,29 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.compile:  # kept in the run's config.json: --resume compiles too
         config["compile"] = {**config.get("compile", {}), "enabled": True}
     out = args.resume or args.out or f"runs/{config['algorithm']}-{time.strftime('%Y%m%d-%H%M%S')}"
-    trainer = make_trainer(
-        config,
-        out,
-        quiet=args.quiet,
-        tensorboard=args.tensorboard,
-        logger=args.logger,
-        video=args.video,
-        resume=bool(args.resume),
-        ray=_ray_settings(args),
-    )
-    summary = trainer.run()
+    ray = _ray_settings(args)
+    # before the envs are built: a signal during set-up stops the run before its first batch
+    with GracefulStop(args.stop_timeout) as stop:
+        trainer = make_trainer(
+            config,
+            out,
+            quiet=args.quiet,
+            tensorboard=args.tensorboard,
+            logger=args.logger,
+            video=args.video,
+            resume=bool(args.resume),
+            ray=ray,
+            stop=stop,
+        )
+        summary = trainer.run()
     print(f"run directory: {out}")
     print(json.dumps(summary, indent=2))
+    if summary.get("stopped"):
+        print(
+            f"tdrl train: stopped by {summary['stopped']} at frame {summary['frames']}; continue "
+            f"with: tdrl train --resume {out}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -222,10 +258,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             return _cmd_train(args)
         return _cmd_eval(args)
-    except (CheckpointError, FileNotFoundError) as err:
-        # Resume and eval problems are the user's to fix: a message, not a traceback.
+    except (
+        CheckpointError,
+        CheckpointWriteError,
+        FileNotFoundError,
+        RunLockedError,
+        RayUnreachable,
+    ) as err:
+        # Resume, disk, lock, Ray address and eval problems are the user's to fix: a message.
         print(f"tdrl {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except StopTimeout as err:
+        print(f"tdrl {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_STOP_TIMEOUT
+    except KeyboardInterrupt:
+        print(
+            f"tdrl {args.command}: interrupted; the newest complete checkpoint is kept",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,10 @@ def test_an_off_policy_preset_trains_with_ray_actors(ray_session, tmp_path):
 def test_ray_flags_are_checked(tmp_path):
     with pytest.raises(ValueError, match="--num-collectors needs --ray"):
         main(["train", "ppo", "--num-collectors", "2", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--ray-timeout needs --ray"):
+        main(["train", "ppo", "--ray-timeout", "5", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--ray-timeout must be a finite number of seconds > 0"):
+        main(["train", "ppo", "--ray", "--ray-timeout", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="--num-collectors must be an int >= 1"):
         main(["train", "ppo", "--ray", "--num-collectors", "0", "--out", str(tmp_path)])
     argv = ["train", "ppo", "--num-envs", "3", "--frames", "96", "--out", str(tmp_path)]
