@@ -29,9 +29,9 @@ def check_env_specs(
 ) -> None:
     """Checks that what an env produces matches its specs; raises naming the key that differs.
 
-    TorchRL's arguments: a random step and a rollout of ``num_steps`` steps are compared with
-    ``env.fake_tensordict()``: the same keys, the same shapes (plus the time dim) and dtypes, and
-    every value inside its spec.
+    TorchRL's arguments: a random rollout of ``num_steps`` steps (one reset, as TorchRL) is
+    compared with ``env.fake_tensordict()``: the same keys, the same shapes (plus the time dim)
+    and dtypes, and every value inside its spec.
 
     Args:
         env: the env to check.
@@ -66,12 +66,21 @@ def check_env_specs(
         return
     name = type(env).__name__
     fake = env.fake_tensordict()
-    _compare(name, env.rand_step(), fake, "", check_dtype)
+    # one rollout, as TorchRL: the env and the random generators are used as TorchRL uses
+    # them, so a seeded script that checks its env first goes on with the same draws
     stop = True if break_when_any_done is None else bool(break_when_any_done)
     start = None if tensordict is None else tensordict.clone()
-    rollout = env.rollout(
-        num_steps, break_when_any_done=stop, auto_reset=start is None, tensordict=start
-    )
+    try:
+        rollout = env.rollout(
+            num_steps, break_when_any_done=stop, auto_reset=start is None, tensordict=start
+        )
+    except (RuntimeError, KeyError) as err:
+        # e.g. steps whose keys differ cannot be stacked: one step names the entry
+        try:
+            _compare(name, env.rand_step(), fake, "", check_dtype)
+        except SpecError as named:
+            raise named from err
+        raise
     fake = fake.unsqueeze(-1).expand(*fake.batch_size, rollout.batch_size[-1])
     _compare(name, rollout, fake, ", time dim included", check_dtype)
     _check_values(env, rollout)

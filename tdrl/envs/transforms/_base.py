@@ -37,7 +37,8 @@ class Transform(nn.Module):
       and, in :meth:`forward`, the tensordict given (keys as given). Missing keys raise a
       ``KeyError``.
     - ``_step(td, next_td)``: the step side inside an env; ``td`` is the root the user stepped
-      (read-only), ``next_td`` what the env below returned. Default: ``_call(next_td)``.
+      (read-only) as the env's inverse maps left it (TorchRL: the actions the base env reads),
+      ``next_td`` what the env below returned. Default: ``_call(next_td)``.
       Override it when the result depends on the root (counters, sums, carried states).
     - ``_reset(td_in, td_out)``: the reset side. ``td_in`` is the reset input (``None`` for a
       full reset), ``td_out`` the reset output of the env below. Its output is final: for every
@@ -95,16 +96,8 @@ class Transform(nn.Module):
         self.out_keys_inv = (
             key_list(out_keys_inv) if out_keys_inv is not None else list(self.in_keys_inv)
         )
-        name = type(self).__name__
-        for a, b, what in (
-            (self.in_keys, self.out_keys, "in_keys/out_keys"),
-            (self.in_keys_inv, self.out_keys_inv, "in_keys_inv/out_keys_inv"),
-        ):
-            if len(a) != len(b):
-                raise ValueError(
-                    f"{name}.__init__: {what} differ in length (got {a} and {b}; expected one "
-                    "output key per input key). Pass as many keys on both sides."
-                )
+        # As in TorchRL, the lists may differ in length (``in_keys=[], out_keys=["bytes"]``
+        # for a transform that writes its own entries); the hooks that pair them raise then.
         self._owner_ref: weakref.ReferenceType[Any] | None = None
         self._parent_ref: weakref.ReferenceType[Any] | None = None
 
@@ -277,6 +270,8 @@ class Transform(nn.Module):
             >>> t.inv(TensorDict(action=torch.zeros(2)))["action"].dtype
             torch.float64
         """
+        if type(self)._inv_call is Transform._inv_call:
+            self._paired("inv", inverse=True)
         return self._inv_call(tensordict.copy())
 
     # ------------------------------------------------------------------ spec hooks
@@ -361,7 +356,22 @@ class Transform(nn.Module):
         """The outer spec of an inverse key given the inner one (identity by default)."""
         return spec
 
+    def _paired(self, method: str, inverse: bool = False) -> list[tuple[Any, Any]]:
+        """The ``(in_key, out_key)`` pairs (``_inv`` ones with ``inverse``); raises when the
+        lists differ in length, which only a transform writing its own hooks may have."""
+        a, b = (self.in_keys_inv, self.out_keys_inv) if inverse else (self.in_keys, self.out_keys)
+        if len(a) != len(b):
+            what = "in_keys_inv/out_keys_inv" if inverse else "in_keys/out_keys"
+            raise ValueError(
+                f"{type(self).__name__}.{method}: {what} differ in length (got {a} and {b}; "
+                "expected one output key per input key, which this method pairs). Pass as many "
+                "keys on both sides, or override the hooks that read and write them."
+            )
+        return list(zip(a, b))
+
     def _map_spec(self, spec: Composite) -> Composite:
+        if len(self.in_keys) != len(self.out_keys):
+            return spec  # unpaired keys: the transform writes its own hooks (TorchRL: identity)
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             leaf = spec.get(in_key, None)
             if leaf is not None:
@@ -369,6 +379,8 @@ class Transform(nn.Module):
         return spec
 
     def _map_spec_inv(self, spec: Composite) -> Composite:
+        if len(self.in_keys_inv) != len(self.out_keys_inv):
+            return spec
         for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
             leaf = spec.get(in_key, None)
             if leaf is not None:
@@ -379,8 +391,14 @@ class Transform(nn.Module):
 
     # ------------------------------------------------------------------ checks and errors
     def _check_keys(self, parent: EnvBase) -> None:
-        """Raises a ``KeyError`` when a key the transform reads is in none of the env's specs."""
+        """Raises a ``KeyError`` when a key the transform reads is in none of the env's specs,
+        and a ``ValueError`` when the default hooks would pair key lists of unequal lengths."""
         check_keys_in_specs(self, parent)
+        cls = type(self)
+        if self.in_keys and (cls._call is Transform._call or self._maps_tensors()):
+            self._paired("_call")
+        if self.in_keys_inv and cls._inv_call is Transform._inv_call:
+            self._paired("_inv_call", inverse=True)
 
     def _holds(self, tensordict: TensorDictBase, keys: list[NestedKey], method: str) -> bool:
         """True when ``tensordict`` holds every key, False when it holds none, else raises."""

@@ -60,7 +60,7 @@ def apply_outside(transform: Any, tensordict: TensorDictBase) -> TensorDictBase:
             if value is None:
                 raise transform._missing_key(key, tensordict, "forward")
             values.append(value)
-        for out_key, value in zip(transform.out_keys, values):
+        for (_, out_key), value in zip(transform._paired("forward"), values):
             tensordict.set(out_key, transform._apply_transform(value))
         return tensordict
     if keys and not transform._holds(tensordict, keys, "forward"):

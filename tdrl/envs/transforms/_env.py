@@ -446,13 +446,15 @@ class TransformedEnv(EnvBase):
     def _run_step(self, tensordict: TensorDictBase, n: int) -> TensorDictBase:
         inner = tensordict
         inverse = self._inverse if n == len(self._flat) else self._inverse_up_to(n)
-        hidden = self._step_hidden_keys(n)
-        if hidden:
-            inner = tensordict.exclude(*hidden)
         if inverse:
-            inner = inner.copy() if inner is tensordict else inner
+            inner = tensordict.copy()
             for t in reversed(inverse):
                 inner = t._inv_call(inner)
+        # TorchRL: the transforms' _step get the root as the inverse maps left it
+        root = inner
+        hidden = self._step_hidden_keys(n)
+        if hidden:
+            inner = inner.exclude(*hidden)
         plain = type(tensordict) is TensorDict
         policy_next = tensordict._tensordict.get("next") if plain else tensordict.get("next", None)
         base = self.base_env
@@ -474,10 +476,10 @@ class TransformedEnv(EnvBase):
         for i in range(n):
             t = self._flat[i]
             if i in checked:
-                nxt = t._step(tensordict, nxt)
+                nxt = t._step(root, nxt)
                 continue
             before = {k for k in nxt.keys(True, True)}
-            nxt = t._step(tensordict, nxt)
+            nxt = t._step(root, nxt)
             self._check_output(t, "_step", i, nxt, before, ("observation", "reward", "done"))
             self._checked["step"].add(i)
         return nxt
