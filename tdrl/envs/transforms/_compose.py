@@ -22,7 +22,8 @@ class Compose(Transform):
     ``insert``, ``pop``, ``del``) makes the env recompute its specs.
 
     Args:
-        *transforms: the transforms, in the order they apply to the env's output.
+        *transforms: the transforms, in the order they apply to the env's output; as in
+            TorchRL, also one list of them, or ``transforms=[...]``.
 
     Examples:
         >>> from tdrl.envs.transforms import RewardSum, StepCounter, TransformedEnv
@@ -35,11 +36,21 @@ class Compose(Transform):
         ([1, 2, 3], 3.0)
     """
 
-    def __init__(self, *transforms: Transform) -> None:
+    def __init__(self, *transforms: Transform | list[Transform], **kwargs: Any) -> None:
         super().__init__()
-        for t in transforms:
+        given: Any = transforms
+        if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
+            given = transforms[0]  # TorchRL: Compose([t1, t2])
+        elif not transforms and "transforms" in kwargs:
+            given = kwargs.pop("transforms")  # TorchRL: Compose(transforms=[t1, t2])
+        if kwargs:
+            raise TypeError(
+                f"Compose.__init__: unexpected keyword arguments (got {sorted(kwargs)}; expected "
+                "the transforms, positionally, as one list, or as transforms=[...])."
+            )
+        for t in given:
             self._check_type(t, "__init__")
-        self.transforms = nn.ModuleList(transforms)
+        self.transforms = nn.ModuleList(list(given))
 
     def _check_type(self, t: Any, method: str) -> None:
         if not isinstance(t, Transform):

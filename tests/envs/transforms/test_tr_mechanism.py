@@ -471,3 +471,13 @@ def test_observation_transform_defaults_to_observation_and_pixels():
     assert Half().in_keys == ["observation", "pixels"]
     env = TransformedEnv(CountingEnv(max_steps=9), Half(in_keys="observation", out_keys="h"))
     assert env.rollout(2)["next", "h"].flatten().tolist() == [0.5, 1.0]
+
+
+def test_compose_takes_torchrl_forms():
+    a, b = StepCounter(), RewardSum()
+    for c in (Compose(a, b), Compose([a, b]), Compose(transforms=[a, b])):
+        assert list(c) == [a, b]
+    with pytest.raises(TypeError, match=r"Compose.__init__: unexpected keyword arguments"):
+        Compose(a, order="reversed")
+    with pytest.raises(TypeError, match=r"Compose.__init__: expected a Transform"):
+        Compose([a, lambda td: td])
