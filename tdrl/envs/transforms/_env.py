@@ -151,6 +151,15 @@ class TransformedEnv(EnvBase):
         """
         return self._transform
 
+    @transform.setter
+    def transform(self, transform: Transform) -> None:
+        """Replaces every transform (TorchRL's setter): the old ones are detached, the new one
+        is attached in eval mode and the specs are recomputed."""
+        self._check_new(transform, "transform")
+        transform.eval()
+        self._transform = transform
+        self._rebuild()
+
     def _edit(self, edit: Any) -> None:
         """Runs ``edit`` on the transforms as a Compose: a single transform is first wrapped
         in one (TorchRL). An attached Compose rebuilds the env itself when edited."""

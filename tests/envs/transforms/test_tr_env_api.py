@@ -181,3 +181,15 @@ def test_append_and_insert_refuse_what_is_not_a_transform():
     with pytest.raises(TypeError, match=r"TransformedEnv.__init__: transform must be a Transform"):
         TransformedEnv(CountingEnv(), lambda td: td)
     assert isinstance(env.transform, StepCounter)  # unchanged
+
+
+def test_setting_env_transform_replaces_the_transforms():
+    old = StepCounter()
+    env = TransformedEnv(CountingEnv(), old)
+    new = InitTracker()
+    env.transform = new
+    assert env.transform is new and new.container is env and not new.training
+    assert old.container is None and "step_count" not in env.observation_keys
+    assert "is_init" in env.observation_keys and "is_init" in env.reset().keys()
+    with pytest.raises(TypeError, match=r"TransformedEnv.transform: expected a Transform"):
+        env.transform = "StepCounter"
