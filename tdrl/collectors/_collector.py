@@ -505,6 +505,10 @@ class Collector(BaseCollector):
         Raises:
             ValueError: an ``index`` for an env with batch size ``()``, or keyword arguments.
         """
+        with self._lock:  # not while start()'s thread collects a batch
+            self._reset(index, kwargs)
+
+    def _reset(self, index: Any, kwargs: dict[str, Any]) -> None:
         self._check_open("reset")
         if kwargs:
             raise ValueError(

@@ -6,7 +6,12 @@ import pytest
 import torch
 from tensordict.nn import TensorDictModule
 
-from tdrl.collectors import MultiCollectorOptions, MultiSyncCollector
+from tdrl.collectors import (
+    AsyncCollector,
+    MultiAsyncCollector,
+    MultiCollectorOptions,
+    MultiSyncCollector,
+)
 from tdrl.envs import PendulumV1Env
 from tdrl.testing import CountingEnv
 
@@ -195,18 +200,20 @@ def test_a_lazy_policy_is_materialised_and_shared_with_the_workers():
 
 
 @pytest.mark.parametrize("limit", [-1, 3])
-def test_max_frames_per_traj_reaches_the_workers(limit):
-    with MultiSyncCollector(
-        [lambda: CountingEnv(max_steps=100)] * 2,
-        frames_per_batch=8,
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector, AsyncCollector])
+def test_max_frames_per_traj_reaches_the_workers(cls, limit):
+    fns = [lambda: CountingEnv(max_steps=100)] * (1 if cls is AsyncCollector else 2)
+    with cls(
+        fns[0] if cls is AsyncCollector else fns,
+        frames_per_batch=8 if cls is MultiSyncCollector else 4,
         total_frames=8,
         max_frames_per_traj=limit,
         mp_start_method="fork",
     ) as collector:
-        (batch,) = list(collector)
+        batch = next(iter(collector)).reshape(-1, 4)[0]  # one worker's 4 steps
     if limit < 0:  # no limit, no step counter
-        assert batch["observation"][0, :, 0].tolist() == [0, 1, 2, 3]
+        assert batch["observation"][:, 0].tolist() == [0, 1, 2, 3]
         assert "step_count" not in batch.keys()
     else:
-        assert batch["observation"][0, :, 0].tolist() == [0, 1, 2, 0]
-        assert batch["next", "step_count"][:, :, 0].tolist() == [[1, 2, 3, 1]] * 2
+        assert batch["observation"][:, 0].tolist() == [0, 1, 2, 0]
+        assert batch["next", "step_count"][:, 0].tolist() == [1, 2, 3, 1]
