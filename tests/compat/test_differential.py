@@ -115,7 +115,6 @@ OPEN_KWARGS: dict[str, str] = {
     "torchrl.collectors.MultiSyncCollector.update_policy_weights_": "policy_weights (deprecated alias) not accepted",
     "torchrl.collectors.Collector.load_state_dict": "strict= (forwarded to the env's and policy's load_state_dict) not accepted",
     "torchrl.data.Composite": "Composite(batch_size=...) (TorchRL's alias of shape) is taken for an entry and refused",
-    "torchrl.envs.Compose": "Compose(transforms=[...]) not accepted",
     "torchrl.envs.EnvBase.reset": "reset(options=...) is refused; TorchRL forwards it to the env's _reset (gym's reset options)",
     "torchrl.envs.GymWrapper": "spec_locked= not accepted",
     "torchrl.envs.SqueezeTransform": "allow_positive_dim= not accepted",
