@@ -167,3 +167,19 @@ class _BoxEnv(gym.Env):
 
     def step(self, action):
         return self.observation_space.sample(), 0.0, False, False, {}
+
+
+def test_batched_gym_envs_seed_each_worker_with_the_chain():
+    env = SerialEnv(3, lambda: GymEnv("Pendulum-v1"))
+    nxt = env.set_seed(5)
+    seeds, seed = [], 5
+    for _ in range(3):  # worker i + 1 gets the seed worker i's set_seed returned (TorchRL)
+        seeds.append(seed)
+        seed = GymEnv("Pendulum-v1").set_seed(seed)
+    assert nxt == seed
+    expected = []
+    for s in seeds:
+        raw = gym.make("Pendulum-v1")
+        raw.reset(seed=s)
+        expected.append(raw.reset()[0])
+    np.testing.assert_array_equal(env.reset()["observation"].numpy(), np.stack(expected))

@@ -173,3 +173,14 @@ def test_state_dict_of_stateless_sub_envs_is_empty_and_refuses_entries():
     with pytest.raises(RuntimeError, match=r"CountingEnv.load_state_dict: unexpected keys"):
         env.load_state_dict({"x": torch.zeros(1)})
     env.load_state_dict({"x": torch.zeros(1)}, strict=False)
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_module_calls_reach_the_batched_env_only_as_in_torchrl(kind):
+    # TorchRL's batched envs register no sub-module: apply/train/eval see the batched env alone
+    env = _KINDS[kind](2, _normed)
+    seen = []
+    assert env.apply(seen.append) is env and seen == [env]
+    assert list(env.children()) == []
+    assert env.eval() is env and not env.training
+    env.close()
