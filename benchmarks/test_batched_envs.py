@@ -397,9 +397,13 @@ def test_plain_step_matches_serial_env():
     views = {k: v.numpy() for k, v in _plain_output().items()}
     env = SerialEnv(N_ENVS, _make_cartpole)
     env.set_seed(0)
-    seeds = [e._pending_seed for e in env.envs]  # the seed each sub-env got
-    for e, seed in zip(envs, seeds):
+    # The seed chain SerialEnv.set_seed gives: sub-env i + 1 gets what sub-env i's set_seed
+    # returned; GymEnv.set_seed resets with its seed at once (TorchRL), and reset() goes on.
+    seed = 0
+    for e in envs:
         e.reset(seed=seed)
+        e.reset()
+        seed = _make_cartpole().set_seed(seed)
     td = env.reset()
     for t in range(STEPS):
         td.set("action", actions[t])
