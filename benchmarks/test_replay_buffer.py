@@ -171,7 +171,10 @@ def test_sample(benchmark, storage, sampler, batch):
     benchmark.group = f"sample{batch}-{sampler}"
     rb = make_buffer(storage, sampler, fill=True)
     out = benchmark(rb.sample, batch)
-    assert out.batch_size == (batch,)
+    # Without replacement, each epoch ends with the remainder (drop_last=False, as TorchRL):
+    # which call came last depends on how many rounds ran.
+    allowed = {batch, CAPACITY % batch} if sampler == "without_replacement" else {batch}
+    assert out.batch_size[0] in allowed
 
 
 @pytest.mark.parametrize("batch", [32, 256])
