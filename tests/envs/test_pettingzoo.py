@@ -68,7 +68,8 @@ def test_parallel_matches_raw_api(continuous):
     raw = _spread(**kwargs)
     rng = np.random.default_rng(0)
     for episode in range(2):
-        obs, _ = raw.reset(seed=7 + episode)
+        raw.reset(seed=7 + episode)  # TorchRL's seeding: seed=7 and set_seed reset at once
+        obs, _ = raw.reset()
         if episode:
             env.set_seed(7 + episode)
         td = env.reset()
@@ -92,6 +93,7 @@ def test_one_hot_actions_and_discrete_observations():
     env = PettingZooWrapper(rps_v2.parallel_env(), categorical_actions=False, seed=1)
     raw = rps_v2.parallel_env()
     raw.reset(seed=1)
+    raw.reset()
     spec = env.full_action_spec["player", "action"]
     assert isinstance(spec, OneHot) and spec.shape == (2, 3) and spec.dtype == torch.int64
     assert isinstance(env.full_observation_spec["player", "observation"], OneHot)
@@ -111,7 +113,8 @@ def test_group_maps():
     custom = PettingZooWrapper(_spread(), group_map={"b": ["agent_2", "agent_0"], "a": ["agent_1"]})
     assert custom.full_observation_spec["b", "observation"].shape == (2, 18)
     raw = _spread()
-    obs, _ = raw.reset(seed=2)
+    raw.reset(seed=2)
+    obs, _ = raw.reset()
     custom.set_seed(2)
     td = custom.reset()  # rows follow the group map's order
     np.testing.assert_array_equal(td["b", "observation"][0].numpy(), obs["agent_2"])
@@ -144,15 +147,54 @@ def test_check_env_specs():
     assert isinstance(env.full_action_spec["agent", "action"], Bounded)
 
 
-def test_seed_reproduces_raw_reset_and_chains():
-    env = PettingZooWrapper(_spread())
+def _spy_resets(raw):
+    """Records the ``seed`` of every ``reset`` the wrapper asks of ``raw``."""
+    seeds, reset = [], raw.reset
+
+    def spy(seed=None, options=None):
+        seeds.append(seed)
+        return reset(seed=seed, options=options)
+
+    raw.reset = spy
+    return seeds
+
+
+def test_seeding_resets_at_once_as_torchrl():
+    # TorchRL 0.14.1: the constructor resets once with seed=, set_seed(s) calls env.reset(seed=s)
+    # right away (also for None), and later resets pass no seed
     raw = _spread()
+    seeds = _spy_resets(raw)
+    env = PettingZooWrapper(raw, seed=5)
+    assert seeds == [5] and env.seed == 5
     nxt = env.set_seed(11)
-    assert env.seed == 11 and isinstance(nxt, int) and nxt != 11
-    obs, _ = raw.reset(seed=11)
-    np.testing.assert_array_equal(env.reset()["agent", "observation"][1].numpy(), obs["agent_1"])
+    assert seeds == [5, 11] and env.seed == 11 and isinstance(nxt, int) and nxt != 11
+    assert env.set_seed(12, static_seed=True) == 12 and seeds[-1] == 12
+    assert env.set_seed(None) is None and seeds[-1] is None
+    env.reset()
+    env.rollout(2)
+    assert seeds[4:] == [None, None]
+    assert PettingZooWrapper(_spread()).seed is None
+
+
+def test_set_seed_values_are_torchrl_s():
+    ref = _spread()
+    first, _ = ref.reset(seed=11)
+    second, _ = ref.reset()  # what the first reset after set_seed(11) gives in TorchRL
+    assert not np.array_equal(first["agent_1"], second["agent_1"])
+    env = PettingZooWrapper(_spread())
+    env.set_seed(11)
+    np.testing.assert_array_equal(env.reset()["agent", "observation"][1].numpy(), second["agent_1"])
     built = PettingZooWrapper(_spread(), seed=11).reset()
-    np.testing.assert_array_equal(built["agent", "observation"][1].numpy(), obs["agent_1"])
+    np.testing.assert_array_equal(built["agent", "observation"][1].numpy(), second["agent_1"])
+    # the seeded reset starts an episode: a step may follow set_seed, as in TorchRL
+    ref.reset(seed=3)
+    obs, rewards, *_ = ref.step(dict.fromkeys(ref.agents, 2))
+    env.set_seed(3)
+    td = env.fake_tensordict()
+    td["agent", "action"] = torch.full((3,), 2)
+    nxt = env.step(td)["next"]
+    np.testing.assert_array_equal(nxt["agent", "observation"][0].numpy(), obs["agent_0"])
+    assert nxt["agent", "reward"][0].item() == np.float32(rewards["agent_0"])
 
 
 def test_constructor_errors():
@@ -166,6 +208,10 @@ def test_constructor_errors():
         PettingZooWrapper(_spread(), batch_size=[2])
     with pytest.raises(TypeError, match="unexpected keyword arguments"):
         PettingZooWrapper(_spread(), frame_skip=2)
+    with pytest.raises(ValueError, match=r"invalid seed \(got -1; expected a non-negative int"):
+        PettingZooWrapper(_spread(), seed=-1)
+    with pytest.raises(ValueError, match=r"invalid seed \(got 1.5"):
+        PettingZooEnv("simple_spread_v3", parallel=True, seed=1.5)
     with pytest.raises(ValueError, match="has no state"):
         PettingZooWrapper(tictactoe_v3.env(), use_mask=True, return_state=True)
 
@@ -199,7 +245,8 @@ def test_partial_reset_of_live_agent_refused():
 def test_pettingzoo_env_resolves_tasks():
     env = PettingZooEnv("simple_spread_v3", parallel=True, N=2, max_cycles=3, seed=4)
     raw = simple_spread_v3.parallel_env(N=2, max_cycles=3)
-    obs, _ = raw.reset(seed=4)
+    raw.reset(seed=4)  # the seeded reset of the constructor; env.reset() continues from it
+    obs, _ = raw.reset()
     np.testing.assert_array_equal(env.reset()["agent", "observation"][0].numpy(), obs["agent_0"])
     assert env.task == "simple_spread_v3" and env.rollout(10).shape == (3,)
     assert PettingZooEnv("mpe/simple_spread_v3", parallel=True).group_map["agent"][-1] == "agent_2"

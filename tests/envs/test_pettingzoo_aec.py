@@ -40,7 +40,8 @@ def _play_tictactoe(seed: int):
     """Plays one game on the wrapper and on a raw copy with the same legal moves."""
     env = PettingZooWrapper(tictactoe_v3.env(), use_mask=True, seed=seed)
     raw = tictactoe_v3.env()
-    raw.reset(seed=seed)
+    raw.reset(seed=seed)  # the constructor's seeded reset; env.reset() is the raw's next
+    raw.reset()
     rng = np.random.default_rng(seed)
     td = env.reset()
     totals = dict.fromkeys(PLAYERS, 0.0)
@@ -96,7 +97,8 @@ def test_mpe_aec_matches_raw_api():
     env = PettingZooWrapper(make(), use_mask=True, return_state=True, seed=5)
     assert env.group_map == {"agent_0": ["agent_0"], "agent_1": ["agent_1"]}
     raw = make()
-    raw.reset(seed=5)
+    raw.reset(seed=5)  # the constructor's seeded reset; env.reset() is the raw's next
+    raw.reset()
     td = env.reset()
     rng = np.random.default_rng(1)
     for _ in range(4):
@@ -116,6 +118,31 @@ def test_mpe_aec_matches_raw_api():
         assert mover != raw.agent_selection
         td = env.step_mdp(td)
     assert td["done"].item() and all(raw.truncations.values())  # 2 cycles of 2 agents
+
+
+def test_set_seed_resets_the_aec_env_at_once_as_torchrl():
+    make = lambda: simple_spread_v3.env(N=2, max_cycles=2)  # noqa: E731
+    ref = make()
+    ref.reset(seed=9)
+    seeded = ref.observe("agent_0")
+    ref.reset()  # TorchRL: the first reset after set_seed(9) continues the seeded generator
+    following = ref.observe("agent_0")
+    assert not np.array_equal(seeded, following)
+    env = PettingZooWrapper(make(), use_mask=True)
+    assert isinstance(env.set_seed(9), int)
+    np.testing.assert_array_equal(env.reset()["agent_0", "observation"][0].numpy(), following)
+    built = PettingZooWrapper(make(), use_mask=True, seed=9).reset()
+    np.testing.assert_array_equal(built["agent_0", "observation"][0].numpy(), following)
+    # a step may follow set_seed: it continues the seeded reset
+    ref.reset(seed=4)
+    ref.step(3)
+    env.set_seed(4)
+    td = env.fake_tensordict()
+    for a in ("agent_0", "agent_1"):
+        td[a, "action"] = torch.tensor([3])
+    nxt = env.step(td)["next"]
+    np.testing.assert_array_equal(nxt["agent_1", "observation"][0].numpy(), ref.observe("agent_1"))
+    assert nxt["agent_1", "mask"].item() and not nxt["agent_0", "mask"].item()
 
 
 def test_random_actions_honour_the_action_mask():

@@ -71,8 +71,12 @@ class PettingZooWrapper(EnvBase):
     when agents can leave mid-episode, i.e. without ``done_on_any``). Asking to reset an agent
     still in the episode raises. Stepping after the episode ended raises: reset first.
 
-    ``set_seed(s)`` (or ``seed=s``) seeds the next reset (``env.reset(seed=s)``), so the wrapper
-    and a raw env reset with the same seed produce the same data (TorchRL resets at once instead).
+    Seeding is TorchRL's: ``set_seed(s)`` resets the PettingZoo env with ``env.reset(seed=s)``
+    at once (the data of that reset is dropped; a step may follow it), and ``seed=s`` makes the
+    reset the wrapper does when it is built a seeded one. The next ``reset`` (a rollout's first)
+    continues from the seeded generator: it gives what a second ``reset()`` of the raw env gives
+    after ``reset(seed=s)``. ``set_seed`` returns the next seed of the chain (see
+    :meth:`~tdrl.envs.core.EnvBase.set_seed`).
 
     Args:
         env: a ``pettingzoo.ParallelEnv`` or ``pettingzoo.AECEnv``.
@@ -80,7 +84,7 @@ class PettingZooWrapper(EnvBase):
         group_map: a ``MarlGroupMapType`` or ``{"group": ["agent", ...]}``.
         use_mask: add ``(g, "mask")`` (required for AEC envs).
         categorical_actions: discrete actions as indices (else int64 one-hot).
-        seed: seed of the first reset.
+        seed: seed of the reset done when the wrapper is built (TorchRL's ``seed``).
         done_on_any: root done when any agent is done (``None``: True for parallel envs,
             False for AEC envs).
         **kwargs: ``device``, ``allow_done_after_reset``, ``run_type_checks``, ``validate``
@@ -94,6 +98,12 @@ class PettingZooWrapper(EnvBase):
         >>> data = env.rollout(10)
         >>> data["next", "agent", "observation"].shape, data["next", "done"].nonzero().tolist()
         (torch.Size([5, 2, 10]), [[4, 0]])
+        >>> raw = simple_adversary_v3.parallel_env(max_cycles=5)
+        >>> _ = raw.reset(seed=3)  # what set_seed(3) does at once
+        >>> obs, _ = raw.reset()  # the next reset continues from the seeded generator
+        >>> _ = env.set_seed(3)
+        >>> bool((env.reset()["agent", "observation"][0].numpy() == obs["agent_0"]).all())
+        True
     """
 
     available_envs = _AvailableEnvs()
@@ -122,6 +132,11 @@ class PettingZooWrapper(EnvBase):
                 f"{name}.__init__: not a PettingZoo env (got {type(env).__name__}; expected a "
                 "pettingzoo.ParallelEnv or pettingzoo.AECEnv). Wrap gymnasium envs with GymWrapper."
             )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(
+                f"{name}.__init__: invalid seed (got {seed!r}; expected a non-negative int or "
+                "None). Pass e.g. seed=0."
+            )
         self.parallel = isinstance(env, pz.ParallelEnv)
         if not self.parallel and not use_mask:
             raise ValueError(
@@ -137,21 +152,19 @@ class PettingZooWrapper(EnvBase):
         self.return_state = bool(return_state)
         self.use_mask = bool(use_mask)
         self.categorical_actions = bool(categorical_actions)
-        self.seed: int | None = None
-        self._pending_seed: int | None = None
+        self.seed: int | None = seed
         self._last: TensorDictBase | None = None
         self._over = True
-        self._build(group_map)
-        if seed is not None:
-            self.set_seed(seed)
+        self._build(group_map, seed)
 
-    def _build(self, group_map: Any) -> None:
+    def _build(self, group_map: Any, seed: int | None) -> None:
         env, dev = self.env, self.device
-        # one reset tells which info entries (and action masks in infos) exist
+        # one reset (seeded with ``seed``, as TorchRL's) tells which info entries (and action
+        # masks in infos) exist
         if self.parallel:
-            _, infos = env.reset()
+            _, infos = env.reset(seed=seed)
         else:
-            env.reset()
+            env.reset(seed=seed)
             infos = dict(env.infos)
         agents = [str(a) for a in env.possible_agents]
         self.group_map = self._group_map(group_map, agents)
@@ -227,8 +240,7 @@ class PettingZooWrapper(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         if tensordict is not None and self._last is not None and not self._full(tensordict):
             return self._last.select(*self.observation_keys, *self.done_keys).clone()
-        seed, self._pending_seed = self._pending_seed, None
-        out = self._stepper.reset(seed)
+        out = self._stepper.reset(None)
         self._last, self._over = out, False
         return out
 
@@ -272,8 +284,10 @@ class PettingZooWrapper(EnvBase):
         return out
 
     def _set_seed(self, seed: int | None) -> None:
+        # TorchRL resets the env with the seed right away (its data is dropped): the next reset
+        # continues from the seeded generator, and a step may follow (the episode has begun).
         self.seed = seed
-        self._pending_seed = seed
+        self._last, self._over = self._stepper.reset(seed), False
 
     def _close(self) -> None:
         self.env.close()
