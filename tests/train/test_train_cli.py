@@ -180,3 +180,36 @@ def test_gymnasium_env_option(tmp_path):
 def test_unknown_env_is_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"unknown env \(got 'Nope'"):
         main(["train", "ppo", "--env", "Nope", "--out", str(tmp_path)])
+
+
+def test_env_processes_must_divide_num_envs_and_exclude_ray(tmp_path):
+    argv = ["train", "dqn", "--frames", "64", "--num-envs", "3", "--out", str(tmp_path)]
+    with pytest.raises(ValueError, match="env_processes must be an int > 0 that divides num_envs"):
+        main([*argv, "--quiet", "--set", "env_processes=2"])
+    with pytest.raises(ValueError, match="env_processes must be 0 with Ray actors"):
+        main(
+            [*argv, "--num-envs", "2", "--set", "env_processes=2", "--ray", "--num-collectors", "1"]
+        )
+
+
+def test_env_processes_steps_the_envs_in_workers_and_closes_them(tmp_path):
+    cfg = load_config(
+        "dqn",
+        overrides=[
+            "frames=128",
+            "num_envs=4",
+            "env_processes=2",
+            "collector.frames_per_batch=64",
+            "collector.init_random_frames=64",
+            "buffer.batch_size=16",
+            "model.hidden=[16]",
+            "eval.episodes=1",
+        ],
+    )
+    from tdrl.envs import ParallelEnv
+    from tdrl.train._off_policy import OffPolicyTrainer
+
+    trainer = OffPolicyTrainer(cfg, tmp_path, quiet=True)
+    assert isinstance(trainer.env, ParallelEnv) and trainer.env.batch_size == (2, 2)
+    assert trainer.run()["frames"] == 128
+    assert trainer.env.is_closed  # the worker processes it started are gone
