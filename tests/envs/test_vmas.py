@@ -322,6 +322,16 @@ def test_seeding_is_reproducible_and_leaves_torch_alone():
     assert not torch.equal(other["agents", "observation"], first["agents", "observation"])
 
 
+def test_set_seed_none_is_vmas_seed_zero_as_torchrl():
+    # TorchRL's set_seed(None) calls VMAS's seed(None), which seeds 0 (VMAS's own default)
+    env = VmasEnv("navigation", num_envs=3, max_steps=3, collisions=False, seed=5)
+    table = {"agents": _continuous(4, 3, 4)}
+    data = tdrl_rollout(env, None, table)
+    raw = vmas.make_env("navigation", num_envs=3, max_steps=3, collisions=False, seed=5)
+    assert_same(data, raw_rollout(raw, 0, [list(a.unbind(1)) for a in table["agents"]]), env)
+    assert env.set_seed(None) is None
+
+
 def test_outputs_are_not_overwritten_by_later_steps():
     env = VmasEnv("navigation", num_envs=2, seed=0, collisions=False)
     td = env.rand_step(env.reset())

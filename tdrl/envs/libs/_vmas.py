@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,7 +64,9 @@ class VmasWrapper(EnvBase):
     ``reset(td)`` with a root ``"_reset"`` mask resets only those envs (VMAS's ``reset_at`` for
     each, or one vectorised reset when every env is masked) and keeps every other value.
     ``set_seed(s)`` seeds VMAS's own random state (``s % 2**32``; VMAS keeps it apart from
-    torch's global generator, shared by every VMAS env of the process).
+    torch's global generator, shared by every VMAS env of the process), as TorchRL's does:
+    nothing is reset, the next reset draws from the seeded state. ``set_seed(None)`` is VMAS's
+    ``seed(None)``, i.e. seed 0 (as in TorchRL, and as VMAS builds an env given no seed).
 
     Args:
         env: a ``vmas.simulator.environment.Environment``.
@@ -302,10 +303,9 @@ class VmasWrapper(EnvBase):
         return out
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            seed = int.from_bytes(os.urandom(4), "little")
-        # numpy, which VMAS seeds too, takes seeds below 2**32.
-        self.env.seed(seed % 2**32)
+        # None goes to VMAS as it is (its seed 0, TorchRL's set_seed(None)); numpy, which VMAS
+        # seeds too, takes seeds below 2**32.
+        self.env.seed(None if seed is None else seed % 2**32)
 
     def _to(self, device: torch.device) -> None:
         self.env.to(device)
