@@ -323,3 +323,26 @@ def test_sigterm_stops_a_ray_run_with_a_checkpoint_and_it_resumes(ray_session, t
     _budget(out, stopped_at + 128)
     assert main(resume) == 0
     assert [int(r["frames"]) for r in _rows(out)] == list(range(64, stopped_at + 129, 64))
+
+
+def test_ctrl_c_in_the_terminal_stops_a_run_on_its_own_local_ray(tmp_path):
+    # the local Ray instance `tdrl train --ray` starts gets the terminal's SIGINT too
+    out = tmp_path / "run"
+    argv = ["train", "ppo", "--frames", "100000", "--num-envs", "2", "--quiet", "--out", str(out)]
+    argv += _sets(
+        "collector.frames_per_batch=64",
+        "loss.epochs=2",
+        "model.hidden=[16]",
+        "eval.every_frames=0",
+        "eval.episodes=1",
+        "eval.target_return=0",
+        "logging.checkpoint_every_frames=128",
+    )
+    proc = _start([*argv, "--ray", "--num-collectors", "1"])
+    _until(lambda: len(_rows(out)) >= 3, proc, what="3 metrics rows", limit=150)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, _, err = _finish(proc)
+    assert code == 0, err[-3000:]
+    assert "stopped by SIGINT" in err
+    verify_checkpoint(latest_checkpoint(out))
+    _no_leftovers(out)
