@@ -29,8 +29,9 @@ Weights: TypeAlias = TensorDictBase | Mapping[str, Any] | nn.Module
 class BaseCollector(abc.ABC):
     """The base of tdrl's collectors; subclass it to write a collector of your own.
 
-    A subclass sets ``requested_frames_per_batch`` (the frames of a batch) and ``total_frames``
-    (``-1``: never stop) and implements :meth:`iterator`, :meth:`shutdown`, :meth:`set_seed`, :meth:`state_dict`,
+    A subclass sets ``requested_frames_per_batch`` (the frames of a batch, TorchRL's name;
+    ``frames_per_batch`` is read when it sets only that) and ``total_frames`` (``-1``: never
+    stop) and implements :meth:`iterator`, :meth:`shutdown`, :meth:`set_seed`, :meth:`state_dict`,
     :meth:`load_state_dict` and ``_push_weights(weights, worker_ids)`` (``weights`` is None or
     a TensorDict/``state_dict`` of policy weights, ``worker_ids`` None for every worker or a
     list of worker indices). In return it gets ``for batch in collector``, ``len``, ``with``
@@ -60,6 +61,7 @@ class BaseCollector(abc.ABC):
     """
 
     requested_frames_per_batch: int
+    frames_per_batch: int
     total_frames: int
     replay_buffer: Any = None
     reset_at_each_iter = False
@@ -272,7 +274,10 @@ class BaseCollector(abc.ABC):
                 TorchRL.
         """
         if self.total_frames > 0:
-            return -(-self.total_frames // self.requested_frames_per_batch)
+            frames = getattr(self, "requested_frames_per_batch", None)
+            if frames is None:  # a subclass that sets frames_per_batch only
+                frames = self.frames_per_batch
+            return -(-self.total_frames // frames)
         raise TypeError(
             f"{type(self).__name__}.__len__: a collector without an end has no length (got "
             f"total_frames={self.total_frames}; expected a positive total_frames). Pass "

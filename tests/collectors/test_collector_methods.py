@@ -185,3 +185,28 @@ def test_random_policy_is_tdrl_envs_and_takes_the_env_spec():
     spec = Bounded(0.25, 0.5, shape=(2, 1))
     actions = Collector(env, RandomPolicy(spec), frames_per_batch=4).rollout()["action"]
     assert bool(((actions >= 0.25) & (actions <= 0.5)).all())
+
+
+def test_len_reads_frames_per_batch_when_a_subclass_sets_only_that():
+    class Legacy(BaseCollector):
+        frames_per_batch, total_frames = 4, 10
+
+        def iterator(self):
+            yield from ()
+
+        def shutdown(self, timeout=None, close_env=True, raise_on_error=True):
+            pass
+
+        def set_seed(self, seed, static_seed=False):
+            return seed
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state_dict):
+            pass
+
+        def _push_weights(self, weights, worker_ids):
+            pass
+
+    assert len(Legacy()) == 3
