@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import multiprocessing
+import os
 import signal
 from collections.abc import Mapping
 from typing import Any
@@ -114,18 +114,20 @@ def _parallel_env(
             f"env_processes={processes!r} for num_envs={num_envs}; expected e.g. 2 for 8 envs). "
             "Set env_processes=0 to step the envs in this process."
         )
-    factory = functools.partial(_worker_env, name, num_envs // processes, device, options)
+    factory = functools.partial(
+        _worker_env, name, num_envs // processes, device, options, os.getpid()
+    )
     env = ParallelEnv(processes, factory, device=device)
     env.set_seed(seed)
     return env
 
 
 def _worker_env(
-    name: str, num_envs: int, device: str, options: Mapping[str, Any] | None
+    name: str, num_envs: int, device: str, options: Mapping[str, Any] | None, trainer_pid: int
 ) -> EnvBase:
-    """A ParallelEnv worker's env (also built once in the parent, for its specs)."""
-    if multiprocessing.parent_process() is not None:
-        # SLURM signals every process of a job: the worker must outlive the parent's stop
+    """A ParallelEnv worker's env (also built once in the trainer's process, for its specs)."""
+    if os.getpid() != trainer_pid:
+        # SLURM signals every process of a job: the worker must outlive the trainer's stop
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return _build_env(name, num_envs, device, options)
 
