@@ -12,7 +12,7 @@ capture: a resumed run starts fresh episodes there.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDictBase
@@ -20,8 +20,12 @@ from tensordict import TensorDictBase
 from tdrl.collectors import Collector
 from tdrl.envs import EnvBase
 
+if TYPE_CHECKING:
+    from tdrl.train._eval import EpisodeTracker
+
 __all__ = [
     "ResumingCollector",
+    "RunState",
     "check_env_state",
     "check_root",
     "env_state",
@@ -172,3 +176,81 @@ class ResumingCollector(Collector):
         for name, value in flat.items():
             root.set(tuple(name.split(_SEP)), value.clone())
         return root
+
+
+class RunState:
+    """A trainer's state beyond weights and counters, as ``state`` tensors of a checkpoint:
+    ``env/*`` and ``root/*`` (the training env and the collector's next step, saved together
+    and only for built-in envs), ``eval_env/*`` and ``tracker/<name>`` (the running returns of
+    unfinished episodes).
+
+    Args:
+        env: the training env.
+        eval_env: the evaluation env.
+        trackers: the episode trackers, by name.
+
+    Examples:
+        >>> from tdrl.envs import CartPoleEnv
+        >>> from tdrl.train import EpisodeTracker
+        >>> state = RunState(CartPoleEnv(batch_size=(2,)), CartPoleEnv(), {"r": EpisodeTracker()})
+        >>> sorted({key.split("/")[0] for key in state.tensors(None)})
+        ['eval_env']
+    """
+
+    def __init__(
+        self, env: EnvBase, eval_env: EnvBase, trackers: Mapping[str, EpisodeTracker]
+    ) -> None:
+        self.env, self.eval_env, self.trackers = env, eval_env, trackers
+
+    def tensors(self, root: TensorDictBase | None) -> dict[str, torch.Tensor]:
+        """The tensors to save, given the collector's next root (None: no collector yet)."""
+        out: dict[str, torch.Tensor] = {}
+        for name, tracker in self.trackers.items():
+            running = tracker.state()
+            if running is not None:
+                out[f"tracker/{name}"] = running
+        train, evaluation = env_state(self.env), env_state(self.eval_env)
+        if root is not None and train is not None:
+            out.update({f"env/{k}": v for k, v in train.items()})
+            out.update({f"root/{k}": v for k, v in flat_root(root, self.env).items()})
+        if evaluation is not None:
+            out.update({f"eval_env/{k}": v for k, v in evaluation.items()})
+        return out
+
+    def check(self, saved: Mapping[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+        """Splits saved tensors by part and checks them against the run; changes nothing.
+
+        Raises:
+            ValueError: an entry does not fit the run's envs or trackers.
+        """
+        parts: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in saved.items():
+            head, _, rest = key.partition(_SEP)
+            parts.setdefault(head, {})[rest] = value
+        unknown = sorted(set(parts) - {"tracker", "env", "root", "eval_env"})
+        if unknown:
+            raise ValueError(f"unknown state entries {unknown}")
+        if "env" in parts:
+            check_env_state(self.env, parts["env"], "env")
+            check_root(self.env, parts.get("root", {}))
+        if "eval_env" in parts:
+            check_env_state(self.eval_env, parts["eval_env"], "evaluation env")
+        extra = sorted(set(parts.get("tracker", {})) - set(self.trackers))
+        if extra:
+            raise ValueError(f"unknown episode trackers {extra} (expected {sorted(self.trackers)})")
+        for name, running in parts.get("tracker", {}).items():
+            self.trackers[name].check_state(running)
+        return parts
+
+    def apply(
+        self, parts: Mapping[str, Mapping[str, torch.Tensor]]
+    ) -> tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]] | None:
+        """Loads the evaluation env and the trackers from :meth:`check`'s parts; returns the
+        training env's ``(state, root)`` for :class:`ResumingCollector` (None: none saved)."""
+        if "eval_env" in parts:
+            load_env_state(self.eval_env, parts["eval_env"])
+        for name, running in parts.get("tracker", {}).items():
+            self.trackers[name].load_state(running)
+        if "env" not in parts:
+            return None
+        return parts["env"], parts.get("root", {})

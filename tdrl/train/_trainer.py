@@ -30,14 +30,7 @@ from tdrl.train._logging import (
     truncate_metrics,
     write_summary,
 )
-from tdrl.train._resume import (
-    ResumingCollector,
-    check_env_state,
-    check_root,
-    env_state,
-    flat_root,
-    load_env_state,
-)
+from tdrl.train._resume import ResumingCollector, RunState
 
 __all__ = ["Trainer"]
 
@@ -369,21 +362,12 @@ class Trainer:
             )
 
     def _state_tensors(self) -> dict[str, Any]:
-        """The envs' states, the collector's next step and the partial episode returns: what
-        ``--resume`` needs to continue exactly (built-in envs only, see ``_resume``)."""
-        out: dict[str, Any] = {}
-        for name, tracker in self._episode_trackers().items():
-            running = tracker.state()
-            if running is not None:
-                out[f"tracker/{name}"] = running
+        """What ``--resume`` needs to continue exactly (see ``_resume.RunState``)."""
         root = getattr(self._live_collector, "next_root", None)
-        train, evaluation = env_state(self.env), env_state(self.eval_env)
-        if root is not None and train is not None:
-            out.update({f"env/{k}": v for k, v in train.items()})
-            out.update({f"root/{k}": v for k, v in flat_root(root, self.env).items()})
-        if evaluation is not None:
-            out.update({f"eval_env/{k}": v for k, v in evaluation.items()})
-        return out
+        return self._run_state().tensors(root)
+
+    def _run_state(self) -> RunState:
+        return RunState(self.env, self.eval_env, self._episode_trackers())
 
     def _restore(self) -> dict[str, Any]:
         """Loads the newest checkpoint that verifies (older ones when newer ones fail, each
@@ -418,30 +402,8 @@ class Trainer:
             "next_eval": int(counters["next_eval"]),
             "next_ckpt": int(counters["next_ckpt"]),
             "recent": [float(r) for r in counters.get("recent", [])],
-            "state": self._read_state(counters.get("state", {})),
+            "state": self._run_state().check(counters.get("state", {})),
         }
-
-    def _read_state(self, saved: dict[str, Any]) -> dict[str, Any]:
-        """Splits and checks the saved state tensors (see :meth:`_state_tensors`)."""
-        parts: dict[str, dict[str, Any]] = {}
-        for key, value in saved.items():
-            head, _, rest = key.partition("/")
-            parts.setdefault(head, {})[rest] = value
-        unknown = sorted(set(parts) - {"tracker", "env", "root", "eval_env"})
-        if unknown:
-            raise ValueError(f"unknown state entries {unknown}")
-        if "env" in parts:
-            check_env_state(self.env, parts["env"], "env")
-            check_root(self.env, parts.get("root", {}))
-        if "eval_env" in parts:
-            check_env_state(self.eval_env, parts["eval_env"], "evaluation env")
-        trackers = self._episode_trackers()
-        unknown = sorted(set(parts.get("tracker", {})) - set(trackers))
-        if unknown:
-            raise ValueError(f"unknown episode trackers {unknown} (expected {sorted(trackers)})")
-        for name, running in parts.get("tracker", {}).items():
-            trackers[name].check_state(running)
-        return parts
 
     def _apply_counters(self, values: dict[str, Any]) -> None:
         self.frames, self.iteration, self.elapsed = (
@@ -453,14 +415,8 @@ class Trainer:
         self.solved_at = values["solved_at"]
         self._next_eval, self._next_ckpt = values["next_eval"], values["next_ckpt"]
         self._recent = values["recent"]
-        state = values["state"]
-        if "env" in state:  # the collector puts it back after its first reset
-            self._resume_state = (state["env"], state.get("root", {}))
-        if "eval_env" in state:
-            load_env_state(self.eval_env, state["eval_env"])
-        trackers = self._episode_trackers()
-        for name, running in state.get("tracker", {}).items():
-            trackers[name].load_state(running)
+        # the training env's state waits for the collector, which puts it back after its reset
+        self._resume_state = self._run_state().apply(values["state"])
 
 
 def _on_error(config: dict[str, Any]) -> str:
