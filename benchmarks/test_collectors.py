@@ -131,7 +131,9 @@ class LeanGym:
 
     def __init__(self, policy, buffers: dict[str, torch.Tensor]) -> None:
         self.env = gym.make("Pendulum-v1")
-        self.obs = self.env.reset(seed=0)[0]
+        # As GymEnv.set_seed(0) (a seeded reset at once, TorchRL's) and the Collector's own reset.
+        self.env.reset(seed=0)
+        self.obs = self.env.reset()[0]
         self.policy, self.traj = policy, 0
         self.views = {k: v.numpy() for k, v in buffers.items()}
 
