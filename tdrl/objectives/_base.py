@@ -58,10 +58,12 @@ class LossModule(nn.Module):
     """Base class of tdrl losses.
 
     A loss reads a batch and returns a TensorDict of ``loss_*`` terms (sum them to backpropagate)
-    plus detached diagnostics. The only entry ``forward`` writes into the batch is the per-sample
-    TD error of losses with a ``priority`` key (``"td_error"``: DQN, DDPG, TD3, SAC, REDQ, CQL,
-    IQL and their discrete forms), as TorchRL's losses do, so that TorchRL's pattern
-    ``loss(batch); buffer.update_tensordict_priority(batch)`` works. Subclasses declare:
+    plus detached diagnostics, with TorchRL's keys and shapes. The only entry ``forward`` writes
+    into the batch is the per-sample TD error of losses with a ``priority`` key
+    (``"td_error"``: DQN, DDPG, TD3, SAC, REDQ, CQL, IQL and their discrete forms), as
+    TorchRL's losses do, so that TorchRL's pattern
+    ``loss(batch); buffer.update_tensordict_priority(batch)`` works; as in TorchRL, the
+    output itself carries it only for DDPG (and a batch mean for discrete CQL). Subclasses declare:
 
     - ``Keys``: a frozen dataclass of the data keys they read and write (per instance: change them
       with ``set_keys``);
@@ -185,6 +187,11 @@ class LossModule(nn.Module):
         shared = {k: v for k, v in mine.items() if k in self.estimator_key_names}
         if shared:
             estimator.set_keys(**shared)  # type: ignore[operator]
+
+    def _priority_output(self, td_error: torch.Tensor) -> torch.Tensor | None:
+        """What ``forward``'s output holds under the priority key once the TD error has been
+        written into the batch: nothing, as most TorchRL losses (DDPG keeps it)."""
+        return None
 
     # ---------------------------------------------------------------- value estimators
     def _value_network_for_estimator(self) -> TensorDictModule | None:
@@ -442,12 +449,18 @@ def _holds_recurrent(loss: nn.Module) -> bool:
 
 
 def _write_priority(loss: Any, tensordict: Any, out: Any) -> None:
-    """Writes the loss's per-sample TD error into its input batch (TorchRL's ``priority`` key)."""
+    """Moves the loss's TD error from its output into its input batch (TorchRL's ``priority``
+    key); the output keeps what ``loss._priority_output`` gives (nothing for most losses)."""
     key = getattr(loss.tensor_keys, "priority", None)
-    if key is None or not isinstance(tensordict, TensorDictBase):
-        return
-    if not isinstance(out, TensorDictBase):
+    if key is None or not isinstance(out, TensorDictBase):
         return
     error = out.get(key, None)
-    if error is not None:
+    if error is None:
+        return
+    if isinstance(tensordict, TensorDictBase):
         tensordict.set(key, error)
+    shown = loss._priority_output(error)
+    if shown is None:
+        out.del_(key)
+    elif shown is not error:
+        out.set(key, shown)

@@ -319,8 +319,11 @@ class DiscreteCQLLoss(DQNLoss):
     ``min_q_weight``) pushes down the values of all actions while keeping the data action's
     up. Actions masked out by the root ``"action_mask"`` (when present) are left out of the
     logsumexp. As TorchRL's, the Bellman term is ``0.5 * distance`` and is output as
-    ``"loss_qvalue"`` (with ``"pred_value"``/``"target_value"``), and priority weights are not
-    used.
+    ``"loss_qvalue"`` with ``"pred_value"`` (the mean of every action's value),
+    ``"target_value"`` and ``"td_error"`` (the batch mean of the TD error; the batch gets it
+    per sample, ``[*batch, 1]``), and priority weights are not used. Unlike TorchRL 0.14.1,
+    whose bootstrap reads the live network (its target copy is never used), the target copy
+    (``delay_value``) gives the bootstrap values.
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).
@@ -339,7 +342,7 @@ class DiscreteCQLLoss(DQNLoss):
         >>> batch = make_transition_batch(batch=(8,), action="index")
         >>> out = loss(batch)
         >>> (out["loss_qvalue"] + out["loss_cql"]).backward()
-        >>> bool(out["cql_gap"] > 0)  # logsumexp exceeds any single value
+        >>> bool(out["loss_cql"] > 0)  # logsumexp exceeds any single value
         True
     """
 
@@ -369,12 +372,18 @@ class DiscreteCQLLoss(DQNLoss):
 
     _loss_key = "loss_qvalue"
 
-    def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
-        out = super()._output(td, pred, target)
+    def _cql_output(
+        self, td: TensorDictBase, pred: Tensor, target: Tensor, action_values: Tensor
+    ) -> TensorDictBase:
+        out = self._output(td, pred, target)
         out.set(self._loss_key, 0.5 * out.get(self._loss_key))
-        out.set("pred_value", pred.detach().mean())
+        # TorchRL: the mean of every action's value, and of the targets.
+        out.set("pred_value", action_values.detach().mean())
         out.set("target_value", target.mean())
         return out
+
+    def _priority_output(self, td_error: Tensor) -> Tensor | None:
+        return td_error.mean(0)  # TorchRL's output holds the batch mean ([1])
 
     def _cql_terms(
         self, td: TensorDictBase, pred: Tensor, action_values: Tensor
@@ -393,8 +402,8 @@ class DiscreteCQLLoss(DQNLoss):
             tensordict: a batch of transitions.
 
         Returns:
-            ``(loss_qvalue, metadata)`` with ``"td_error"`` (per sample), ``"pred_value"`` and
-            ``"target_value"``.
+            ``(loss_qvalue, metadata)`` with ``"td_error"`` (its batch mean, as TorchRL's),
+            ``"pred_value"`` (the mean of every action's value) and ``"target_value"``.
 
         Examples:
             >>> from tdrl.testing import make_action_value_net, make_transition_batch
@@ -405,11 +414,15 @@ class DiscreteCQLLoss(DQNLoss):
             >>> sorted(meta), loss_cql.shape
             (['pred_value', 'target_value', 'td_error'], torch.Size([]))
         """
-        pred, target, _ = self._qvalue_terms(tensordict)
-        out = self._output(tensordict, pred, target)
+        pred, target, action_values = self._qvalue_terms(tensordict)
+        out = self._cql_output(tensordict, pred, target, action_values)
         loss = out.pop(self._loss_key)
+        error = out.get(self.tensor_keys.priority)
+        # TorchRL's metadata holds the TD error's batch mean (the batch gets it per sample).
         return loss, {
-            k: out.get(k) for k in (self.tensor_keys.priority, "pred_value", "target_value")
+            self.tensor_keys.priority: error.mean(0),
+            "pred_value": out.get("pred_value"),
+            "target_value": out.get("target_value"),
         }
 
     def cql_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
@@ -431,8 +444,7 @@ class DiscreteCQLLoss(DQNLoss):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_qvalue``, ``loss_cql`` and the diagnostics."""
         pred, target, action_values = self._qvalue_terms(tensordict)
-        out = self._output(tensordict, pred, target)
-        loss_cql, gap = self._cql_terms(tensordict, pred, action_values)
+        out = self._cql_output(tensordict, pred, target, action_values)
+        loss_cql, _ = self._cql_terms(tensordict, pred, action_values)
         out.set("loss_cql", loss_cql)
-        out.set("cql_gap", gap)
         return out

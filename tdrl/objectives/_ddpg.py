@@ -45,7 +45,8 @@ class DDPGLoss(LossModule):
     target, weighted by ``"priority_weight"`` when present as in TorchRL), and detached
     diagnostics ``"td_error"`` (the squared error per sample, shape ``batch.batch_size``, also
     written into the batch as TorchRL does), ``"pred_value"`` and
-    ``"target_value"`` (means), ``"pred_value_max"`` and ``"target_value_max"``.
+    ``"target_value"`` (per sample, the critic's shape without its last dim of size 1, as
+    TorchRL), ``"pred_value_max"`` and ``"target_value_max"``.
 
     Args:
         actor_network: the deterministic policy (a tensordict module).
@@ -138,7 +139,9 @@ class DDPGLoss(LossModule):
         Returns:
             ``(loss_value, metadata)``: the loss averaged over the batch (weighted by the
             priority weights when used) and the per-sample ``"td_error"`` with the detached
-            ``"pred_value"``, ``"pred_value_max"``, ``"target_value"``, ``"target_value_max"``.
+            per-sample ``"pred_value"`` and ``"target_value"`` (the value's last dim of size
+            1 dropped, as TorchRL) and their maxima ``"pred_value_max"``,
+            ``"target_value_max"``.
 
         Examples:
             >>> from tdrl.testing import (make_deterministic_actor, make_qvalue_critic,
@@ -158,9 +161,9 @@ class DDPGLoss(LossModule):
         loss_value = batch_mean(distance(pred, target, self.loss_function), tensordict, weight_key)
         metadata = {
             "td_error": per_sample(pred - target, tensordict.batch_dims),
-            "pred_value": pred.detach().mean(),
+            "pred_value": pred.detach().squeeze(-1),  # per sample, as TorchRL
             "pred_value_max": pred.detach().max(),
-            "target_value": target.mean(),
+            "target_value": target.squeeze(-1),
             "target_value_max": target.max(),
         }
         return loss_value, metadata
@@ -178,6 +181,9 @@ class DDPGLoss(LossModule):
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         value = self._q(acted, detached(self.value_network))
         return -batch_mean(value, tensordict, weight_key), {}
+
+    def _priority_output(self, td_error: Tensor) -> Tensor | None:
+        return td_error  # TorchRL's DDPG output keeps it
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_value`` and the diagnostics on a batch."""

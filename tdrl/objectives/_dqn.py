@@ -19,7 +19,6 @@ from tdrl.objectives._utils import (
     distance,
     gather_action_value,
     get_entry,
-    per_sample,
     plain_layers,
     resolve_action_space,
     value_target,
@@ -41,13 +40,13 @@ class DQNLoss(LossModule):
     steps do not bootstrap, truncated ones do. When ``("next", "action_mask")`` is present
     (True = allowed), masked actions are never the argmax of the target.
 
-    Output: ``"loss"`` (the mean distance, TorchRL's key; weighted by the batch's
-    ``"priority_weight"`` when present and ``use_prioritized_weights`` is ``"auto"``/``True``,
-    as TorchRL's) and the detached ``"td_error"``
-    (``(Q(s, a) - target) ** 2`` per sample as in TorchRL, shape ``batch.batch_size``; extra
-    dims such as agents are averaged). As TorchRL's, the loss also writes ``"td_error"`` into
-    ``batch`` (its only write), so ``loss(batch)`` followed by
-    ``buffer.update_tensordict_priority(batch)`` feeds a prioritized replay buffer.
+    Output: ``"loss"`` (the mean distance, TorchRL's key and only output; weighted by the
+    batch's ``"priority_weight"`` when present and ``use_prioritized_weights`` is
+    ``"auto"``/``True``, as TorchRL's). As TorchRL's, the loss writes the detached
+    ``"td_error"`` into ``batch`` (its only write): ``(Q(s, a) - target) ** 2`` with the
+    value's trailing dim, ``[*batch, 1]`` (``[*batch, n_agents, 1]`` for a group), so
+    ``loss(batch)`` followed by ``buffer.update_tensordict_priority(batch)`` feeds a
+    prioritized replay buffer (which reduces the extra dims).
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).
@@ -83,8 +82,8 @@ class DQNLoss(LossModule):
         ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
         >>> out = loss(batch)
         >>> out["loss"].backward()
-        >>> out["td_error"].shape
-        torch.Size([8])
+        >>> list(out.keys()), batch["td_error"].shape
+        (['loss'], torch.Size([8, 1]))
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -163,5 +162,7 @@ class DQNLoss(LossModule):
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss = batch_mean(distance(pred, target, self.loss_function), td, weight_key)
         out = TensorDict({self._loss_key: loss})
-        out.set(self.tensor_keys.priority, per_sample(pred - target, td.batch_dims))
+        # TorchRL's priority: the squared error with the value's trailing dim ([*B, 1], or
+        # [*B, n_agents, 1]); a prioritized buffer reduces the extra dims itself.
+        out.set(self.tensor_keys.priority, (pred - target).detach().square())
         return out

@@ -45,10 +45,10 @@ class IQLLoss(LossModule):
     - ``loss_actor``: ``-exp(temperature * (Q' - V)) * log pi(a|s)`` (weights clipped at 100
       and detached).
 
-    Diagnostics: ``"td_error"`` (the largest squared critic error per sample, shape
-    ``batch.batch_size``, also written into the batch as TorchRL does), ``"entropy"`` (the mean
-    ``-log pi(a|s)`` of the batch's actions, as TorchRL), ``"pred_value"``, ``"target_value"``,
-    ``"state_value"`` (mean V).
+    Diagnostics: ``"entropy"`` (the mean ``-log pi(a|s)`` of the batch's actions), as TorchRL.
+    The per-sample ``"td_error"`` (the largest squared critic error, shape
+    ``batch.batch_size``) is written into the batch as TorchRL does (and is in
+    :meth:`qvalue_loss`'s metadata).
 
     Args:
         actor_network: the stochastic policy.
@@ -231,16 +231,13 @@ class IQLLoss(LossModule):
         """Computes ``loss_actor``, ``loss_qvalue``, ``loss_value`` and the diagnostics."""
         q_target = self._q_target(tensordict)
         loss_value, value = self._value_terms(tensordict, q_target)
-        loss_qvalue, td_error, pred, target = self._qvalue_terms(tensordict, value)
+        loss_qvalue, td_error, _, _ = self._qvalue_terms(tensordict, value)
         loss_actor, log_prob = self._actor_terms(tensordict, q_target, value)
         out = TensorDict(
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_qvalue,
                 "loss_value": loss_value,
-                "pred_value": pred.detach().mean(),
-                "target_value": target.mean(),
-                "state_value": value.detach().mean(),
                 "entropy": -log_prob.detach().mean(),
             }
         )

@@ -21,7 +21,6 @@ from tdrl.objectives._utils import (
     distance,
     gather_action_value,
     get_entry,
-    per_sample,
     plain_layers,
     resolve_action_space,
     value_target,
@@ -55,10 +54,10 @@ class QMixerLoss(LossModule):
     (a ``QValueModule``), its greedy choice is used for ``max_a`` (so an action mask read by
     its ``action_mask_key`` is respected); otherwise the maximum of its action values.
 
-    Output: ``"loss"`` (the mean distance between the mixed value and its target) and the
-    detached ``"td_error"`` (the squared error per joint transition, shape
-    ``batch.batch_size``), which the loss also writes into the batch as TorchRL's does (its
-    only write), so that ``buffer.update_tensordict_priority(batch)`` works.
+    Output: ``"loss"`` (the mean distance between the mixed value and its target), as
+    TorchRL's. The detached ``"td_error"`` (the squared error per joint transition, shape
+    ``[*batch, 1]`` as TorchRL's) is written into the batch (the loss's only write), so that
+    ``buffer.update_tensordict_priority(batch)`` works.
 
     Keys (change them with ``set_keys``): ``action_value``, ``local_value``, ``action`` (the
     group's entries), ``global_value`` (the mixer's output), ``reward``, ``done``,
@@ -108,8 +107,8 @@ class QMixerLoss(LossModule):
         ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, batch_size=[8])
         >>> out = loss(batch)
         >>> out["loss"].backward()
-        >>> out["td_error"].shape
-        torch.Size([8])
+        >>> batch["td_error"].shape
+        torch.Size([8, 1])
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -264,5 +263,5 @@ class QMixerLoss(LossModule):
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss = batch_mean(distance(pred, target, self.loss_function), tensordict, weight_key)
         out = TensorDict({"loss": loss})
-        out.set(keys.priority, per_sample(pred - target, tensordict.batch_dims))
+        out.set(keys.priority, (pred - target).detach().square())  # TorchRL's [*B, 1]
         return out

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import Tensor
 
-from tdrl.objectives._ensemble import ensemble_target
+from tdrl.objectives._ensemble import ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks, SACLoss
+from tdrl.objectives._utils import get_entry, sample_with_log_prob, value_target
 from tdrl.specs import TensorSpec
 
 __all__ = ["REDQLoss"]
@@ -127,3 +128,53 @@ class REDQLoss(SACLoss):
 
     def _reduce_actor_q(self, q: Tensor) -> Tensor:
         return q.mean(0)
+
+    def _sample_both(self, td: TensorDictBase) -> tuple[Tensor, Tensor]:
+        """Reparameterised policy actions at ``s`` and ``s'`` in one draw (TorchRL's order):
+        ``[2, *B, *A]`` actions and ``[2, *B]`` log-probs (index 0: ``s``, 1: ``s'``)."""
+        keys = self.actor_network.in_keys
+        nxt = get_entry(td, "next", "REDQLoss.forward")
+        both = torch.stack([td.select(*keys, strict=False), nxt.select(*keys, strict=False)], 0)
+        return sample_with_log_prob(self.actor_network, both)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and TorchRL's diagnostics."""
+        where, keys = "REDQLoss.forward", self.tensor_keys
+        n = self.qvalue_network.num_copies
+        # TorchRL's order of random draws: the subset (on the CPU, sorted), then one draw of
+        # the policy actions at s and s'.
+        subset = torch.randperm(n)[: self.sub_sample_len].sort().values
+        alpha = self._alpha()
+        action, log_prob = self._sample_both(tensordict)
+        value_key = keys.state_action_value
+        acted = tensordict.copy().set(keys.action, action[0])
+        q_actor = self.qvalue_network(acted, self.qvalue_network.params.detach(), out_key=value_key)
+        loss_actor = (alpha * log_prob[0].unsqueeze(-1) - q_actor).mean()
+        next_td = get_entry(tensordict, "next", where).copy().set(keys.action, action[1].detach())
+        targets = ensemble_target(self)[subset.to(self.log_alpha.device)]
+        with torch.no_grad():
+            q_next = self.qvalue_network(next_td, targets, out_key=value_key)
+            next_value = (q_next - alpha * log_prob[1].unsqueeze(-1)).amin(0)
+        pred = self.qvalue_network(tensordict, out_key=value_key)
+        target = value_target(self, tensordict, pred[0].detach(), next_value, where)
+        loss_qvalue, td_error = ensemble_distance(
+            pred, target, self.loss_function, tensordict, None, "mean", True
+        )
+        gap = log_prob.detach() + self._entropy_target(action)
+        # TorchRL's REDQ temperature loss: -alpha * (log pi + target_entropy) over both draws.
+        loss_alpha = (-self.log_alpha.exp() * gap).mean()
+        out = TensorDict(
+            {
+                "loss_actor": loss_actor,
+                "loss_qvalue": loss_qvalue,
+                "loss_alpha": loss_alpha,
+                "alpha": alpha,
+                "entropy": -log_prob.detach().mean(),
+                "state_action_value_actor": q_actor.detach().squeeze(-1),
+                "action_log_prob_actor": log_prob[0].detach(),
+                "next.state_value": next_value.squeeze(-1),
+                "target_value": target.squeeze(-1),
+            }
+        )
+        out.set(keys.priority, td_error)
+        return out

@@ -104,10 +104,11 @@ class SACLoss(_EntropyRegularized):
     Each part is also available alone, as in TorchRL: :meth:`qvalue_v2_loss`,
     :meth:`actor_loss` and :meth:`alpha_loss` (``forward`` computes the same terms).
 
-    Diagnostics (detached): ``"alpha"``, ``"entropy"`` (``-log pi`` averaged), ``"td_error"``
-    (the largest absolute critic error per sample, shape ``batch.batch_size``, also written
-    into the batch as TorchRL does; REDQ and CQL: the largest squared error), ``"pred_value"``,
-    ``"target_value"``.
+    Diagnostics (detached): ``"alpha"`` and ``"entropy"`` (``-log pi`` averaged), as TorchRL.
+    The per-sample ``"td_error"`` (the largest absolute critic error, shape
+    ``batch.batch_size``; CQL: the largest squared error) is written into the batch as TorchRL
+    does; :meth:`qvalue_v2_loss`'s metadata holds it with the ``"pred_value"`` and
+    ``"target_value"`` means.
 
     Args:
         actor_network: the stochastic policy.
@@ -369,10 +370,13 @@ class SACLoss(_EntropyRegularized):
         terms, td_error = self._qvalue_loss(tensordict, alpha)
         loss_actor, log_prob, action = self._actor_loss(tensordict, alpha)
         gap = log_prob + self._entropy_target(action)
+        # TorchRL's keys: the loss terms, the temperature and the entropy (the critics'
+        # diagnostics stay in qvalue_v2_loss's metadata).
+        losses = {k: v for k, v in terms.items() if k.startswith("loss_")}
         out = TensorDict(
             {
                 "loss_actor": loss_actor,
-                **terms,
+                **losses,
                 "loss_alpha": batch_mean(self._alpha_loss(gap), tensordict, self._weight_key()),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),

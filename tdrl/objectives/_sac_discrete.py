@@ -45,9 +45,9 @@ class DiscreteSACLoss(_EntropyRegularized):
       values are detached).
     - ``loss_alpha``: ``log_alpha * (entropy - target_entropy)``, zero with ``fixed_alpha``.
 
-    Diagnostics (detached): ``"alpha"``, ``"entropy"``, ``"td_error"`` (the largest absolute
-    critic error per sample, shape ``batch.batch_size``, also written into the batch as TorchRL
-    does), ``"pred_value"``, ``"target_value"``.
+    Diagnostics (detached): ``"alpha"`` and ``"entropy"``, as TorchRL. The per-sample
+    ``"td_error"`` (the largest absolute critic error, shape ``batch.batch_size``) is written
+    into the batch as TorchRL does (and is in :meth:`qvalue_loss`'s metadata).
 
     Args:
         actor_network: the stochastic policy over ``num_actions`` actions.
@@ -240,7 +240,7 @@ class DiscreteSACLoss(_EntropyRegularized):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and the diagnostics."""
         alpha = self._alpha()
-        loss_qvalue, td_error, values, pred, target = self._qvalue_terms(tensordict, alpha)
+        loss_qvalue, td_error, values, _, _ = self._qvalue_terms(tensordict, alpha)
         loss_actor, log_prob = self._actor_terms(tensordict, values.detach().amin(0), alpha)
         out = TensorDict(
             {
@@ -251,8 +251,6 @@ class DiscreteSACLoss(_EntropyRegularized):
                 ),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
-                "pred_value": pred.detach().mean(),
-                "target_value": target.mean(),
             }
         )
         out.set(self.tensor_keys.priority, td_error)

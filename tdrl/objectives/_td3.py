@@ -46,10 +46,11 @@ class TD3Loss(LossModule):
 
     Output: ``"loss_actor"`` (trains the actor only), ``"loss_qvalue"`` (the sum over critics
     of their mean distance to the target, weighted by ``"priority_weight"`` when present as in
-    TorchRL), detached ``"td_error"`` (the largest squared error among the critics per sample, shape
-    ``batch.batch_size``, also written into the batch as TorchRL does), ``"pred_value"``, ``"target_value"``, ``"next_state_value"`` and
-    ``"state_action_value_actor"``. :meth:`actor_loss` and :meth:`value_loss` compute each part
-    alone (TorchRL's methods).
+    TorchRL), and detached diagnostics per sample as TorchRL: ``"pred_value"`` and
+    ``"state_action_value_actor"`` (one row per critic), ``"target_value"`` and
+    ``"next_state_value"``. The ``"td_error"`` (the largest squared error among the critics
+    per sample, shape ``batch.batch_size``) is written into the batch as TorchRL does.
+    :meth:`actor_loss` and :meth:`value_loss` compute each part alone (TorchRL's methods).
 
     Args:
         actor_network: the deterministic policy.
@@ -77,8 +78,8 @@ class TD3Loss(LossModule):
         >>> batch = make_transition_batch(batch=(4,))
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"]).backward()
-        >>> out["td_error"].shape
-        torch.Size([4])
+        >>> batch["td_error"].shape, out["state_action_value_actor"].shape
+        (torch.Size([4]), torch.Size([2, 4]))
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -166,8 +167,9 @@ class TD3Loss(LossModule):
         """The critics' loss and its diagnostics, as TorchRL's ``TD3Loss.value_loss``.
 
         Returns:
-            ``(loss_qvalue, metadata)`` with ``"td_error"``, ``"next_state_value"``,
-            ``"pred_value"`` and ``"target_value"`` (detached).
+            ``(loss_qvalue, metadata)`` with ``"td_error"``, and per sample (detached, as
+            TorchRL) ``"next_state_value"`` and ``"target_value"`` (``batch.batch_size``) and
+            ``"pred_value"`` (``[num_qvalue_nets, *batch]``).
         """
         where = "TD3Loss.value_loss"
         key = self.tensor_keys.state_action_value
@@ -180,9 +182,10 @@ class TD3Loss(LossModule):
         )
         metadata = {
             "td_error": td_error,
-            "next_state_value": next_value.mean(),
-            "pred_value": pred.detach().mean(),
-            "target_value": target.mean(),
+            # Per sample, as TorchRL (the values' last dim of size 1 dropped).
+            "next_state_value": next_value.squeeze(-1),
+            "pred_value": pred.detach().squeeze(-1),  # one row per critic
+            "target_value": target.squeeze(-1),
         }
         return loss_qvalue, metadata
 
@@ -190,16 +193,17 @@ class TD3Loss(LossModule):
         """The actor's loss ``-Q_0(s, mu(s))``, as TorchRL's ``TD3Loss.actor_loss``.
 
         Returns:
-            ``(loss_actor, metadata)`` with ``"state_action_value_actor"`` (detached mean).
+            ``(loss_actor, metadata)`` with ``"state_action_value_actor"``: every critic's
+            value of the policy's action, ``[num_qvalue_nets, *batch]`` (detached).
         """
         key = self.tensor_keys.state_action_value
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
-        first = self.qvalue_network.params.detach()[0]
-        value = self.qvalue_network(acted, first, out_key=key)
+        # Every critic scores the action (TorchRL's diagnostic); the first one trains the actor.
+        values = self.qvalue_network(acted, self.qvalue_network.params.detach(), out_key=key)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        loss = -batch_mean(value, tensordict, weight_key)
-        return loss, {"state_action_value_actor": value.detach().mean()}
+        loss = -batch_mean(values[0], tensordict, weight_key)
+        return loss, {"state_action_value_actor": values.detach().squeeze(-1)}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""

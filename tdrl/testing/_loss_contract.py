@@ -89,8 +89,15 @@ class LossContract:
         written = set(batch.keys(True, True)) - set(before.keys(True, True))
         assert written == ({priority} if priority is not None else set()), written
         if priority is not None:
-            assert torch.equal(batch.get(priority), out.get(priority))
-            assert batch.get(priority).shape == batch.batch_size
+            # One TD error per sample (TorchRL's shape: DQN's keeps the value's trailing dim);
+            # the output keeps it only where TorchRL's does (DDPG; discrete CQL: its mean).
+            error = batch.get(priority)
+            assert error.shape[: batch.batch_dims] == batch.batch_size
+            shown = loss._priority_output(error)
+            if shown is None:
+                assert priority not in out.keys(True), f"the output holds {priority!r}"
+            else:
+                assert torch.equal(out.get(priority), shown)
         for key in before.keys(True, True):
             assert torch.equal(batch.get(key), before.get(key)), f"input entry {key} changed"
 

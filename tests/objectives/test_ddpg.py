@@ -80,6 +80,27 @@ def test_matches_plain_ddpg(generic):
         torch.testing.assert_close(g, r)
 
 
+def test_diagnostics_per_sample_as_torchrl():
+    # TorchRL 0.14.1: pred_value / target_value are per sample ([B], the critic's trailing
+    # dim dropped); the output keeps td_error (as the batch does) and the maxima.
+    torch.manual_seed(0)
+    actor, critic = make_actor(), make_critic()
+    loss = DDPGLoss(actor, critic).make_value_estimator(gamma=0.9)
+    batch = make_batch(batch=(6,))
+    out = loss(batch)
+    with torch.no_grad():
+        obs, nxt = batch["observation"], batch["next"]
+        q = critic.module(torch.cat([obs, batch["action"]], -1)).squeeze(-1)
+        next_obs = nxt["observation"]
+        next_q = critic.module(torch.cat([next_obs, actor.module(next_obs)], -1)).squeeze(-1)
+        y = nxt["reward"].squeeze(-1) + 0.9 * (~nxt["terminated"]).float().squeeze(-1) * next_q
+    torch.testing.assert_close(out["pred_value"], q)
+    torch.testing.assert_close(out["target_value"], y)
+    torch.testing.assert_close(out["pred_value_max"], q.max())
+    torch.testing.assert_close(out["td_error"], batch["td_error"])
+    torch.testing.assert_close(batch["td_error"], (q - y) ** 2)
+
+
 def test_shapes_and_target_updates():
     loss = DDPGLoss(make_actor(), make_critic())
     assert loss(make_batch(batch=(2, 3)))["td_error"].shape == (2, 3)

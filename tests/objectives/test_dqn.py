@@ -66,7 +66,7 @@ def plain_dqn_loss(q_net, target_net, batch, gamma, double):
         next_v = next_q.gather(-1, chooser.argmax(-1, keepdim=True))
         not_term = 1.0 - batch["next", "terminated"].float()
         y = batch["next", "reward"] + gamma * not_term * next_v
-    return (q - y).pow(2).mean(), (q - y).pow(2).squeeze(-1)  # TorchRL: squared
+    return (q - y).pow(2).mean(), (q - y).pow(2)  # TorchRL: squared, [B, 1]
 
 
 @pytest.mark.parametrize("generic", [False, True])
@@ -86,7 +86,8 @@ def test_matches_plain_dqn(double, generic):
     out = loss(batch)
     ref, ref_err = plain_dqn_loss(net.module, target_net, batch, 0.9, double)
     torch.testing.assert_close(out["loss"], ref)
-    torch.testing.assert_close(out["td_error"], ref_err.detach())
+    assert list(out.keys()) == ["loss"]  # TorchRL's output; the TD error goes to the batch
+    torch.testing.assert_close(batch["td_error"], ref_err.detach())
     grads = torch.autograd.grad(out["loss"], list(net.parameters()))
     ref_grads = torch.autograd.grad(ref, list(net.parameters()))
     for g, r in zip(grads, ref_grads):
@@ -126,9 +127,11 @@ def test_masked_next_actions_are_never_the_argmax():
     batch["next", "reward"] = torch.zeros(2, 1)
     batch["next", "terminated"] = torch.zeros(2, 1, dtype=torch.bool)
     # Q(s, a) = 0, so the TD error is the squared target (TorchRL's priority).
-    assert loss(batch)["td_error"].tolist() == [25.0, 81.0]  # without a mask
+    loss(batch)
+    assert batch["td_error"].tolist() == [[25.0], [81.0]]  # without a mask
     batch["next", "action_mask"] = torch.tensor([[True, False, True], [True, False, True]])
-    assert loss(batch)["td_error"].tolist() == [4.0, 49.0]  # the best allowed actions
+    loss(batch)
+    assert batch["td_error"].tolist() == [[4.0], [49.0]]  # the best allowed actions
 
 
 def test_truncated_bootstraps_terminated_does_not():
@@ -148,16 +151,20 @@ def test_truncated_bootstraps_terminated_does_not():
         },
         [2],
     )
-    assert loss(batch)["td_error"].tolist() == [1.0, 9.0]  # squared: 1, (1 + 0.5 * 4) ** 2
+    loss(batch)
+    assert batch["td_error"].tolist() == [[1.0], [9.0]]  # squared: 1, (1 + 0.5 * 4) ** 2
 
 
 def test_batch_dims_and_td_error_shape():
+    # TorchRL: the squared error keeps the value's trailing dim (and the agents' dim).
     loss = DQNLoss(make_net())
-    out = loss(make_batch(batch=(2, 3)))
-    assert out["td_error"].shape == (2, 3)
+    batch = make_batch(batch=(2, 3))
+    loss(batch)
+    assert batch["td_error"].shape == (2, 3, 1)
     nested = DQNLoss(make_net(nested=True)).set_keys(**NESTED)
-    out = nested(make_batch(nested=True, batch=(5,)))
-    assert out["td_error"].shape == (5,)
+    batch = make_batch(nested=True, batch=(5,))
+    nested(batch)
+    assert batch["td_error"].shape == (5, 2, 1)
 
 
 def test_td_lambda_estimator_on_trajectories():
@@ -165,7 +172,7 @@ def test_td_lambda_estimator_on_trajectories():
     net = TensorDictModule(nn.Linear(OBS, ACT), ["observation"], ["action_value"])
     loss = DQNLoss(net, action_space="one_hot").make_value_estimator("TDLambda", gamma=0.9)
     batch = make_batch(batch=(2, 5))
-    out = loss(batch)
+    loss(batch)
     with torch.no_grad():
         av = net.module(batch["observation"])
         pred = av.gather(-1, batch["action"].long().argmax(-1, keepdim=True))
@@ -174,7 +181,7 @@ def test_td_lambda_estimator_on_trajectories():
         target = functional.td_lambda_return_estimate(
             0.9, 0.95, next_v, nxt["reward"], nxt["done"], nxt["terminated"]
         )
-    torch.testing.assert_close(out["td_error"], (pred - target).pow(2).squeeze(-1))
+    torch.testing.assert_close(batch["td_error"], (pred - target).pow(2))
 
 
 def test_target_updaters_and_no_target():

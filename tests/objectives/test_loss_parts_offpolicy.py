@@ -44,7 +44,8 @@ def test_sac_parts_equal_the_forward_terms():
     out = _seeded(loss, batch)
     q_loss, q_meta = _seeded(loss.qvalue_v2_loss, batch)
     torch.testing.assert_close(q_loss, out["loss_qvalue"])
-    torch.testing.assert_close(q_meta["td_error"], out["td_error"])
+    torch.testing.assert_close(q_meta["td_error"], batch["td_error"])
+    assert "td_error" not in out.keys()  # TorchRL's output: the loss terms, alpha, entropy
 
     def actor_after_q(td):
         loss.qvalue_v2_loss(td)  # forward samples the critics' next actions first
@@ -87,7 +88,7 @@ def test_discrete_sac_parts_equal_the_forward_terms():
     out = loss(batch)
     q_loss, q_meta = loss.qvalue_loss(batch)
     torch.testing.assert_close(q_loss, out["loss_qvalue"])
-    torch.testing.assert_close(q_meta["td_error"], out["td_error"])
+    torch.testing.assert_close(q_meta["td_error"], batch["td_error"])
     loss_actor, meta = loss.actor_loss(batch)
     torch.testing.assert_close(loss_actor, out["loss_actor"])
     # log_prob is E_pi[log pi] per state: minus the policy entropy.
@@ -119,7 +120,7 @@ def test_iql_parts_equal_the_forward_terms(discrete):
         torch.testing.assert_close(part, out[key])
         assert part.requires_grad
         if key == "loss_qvalue":
-            torch.testing.assert_close(meta["td_error"], out["td_error"])
+            torch.testing.assert_close(meta["td_error"], batch["td_error"])
         else:
             assert meta == {}
 
@@ -145,10 +146,10 @@ def test_cql_parts():
     out = _seeded(loss, batch)
     q_loss, q_meta = _seeded(loss.q_loss, batch)
     torch.testing.assert_close(q_loss, out["loss_qvalue"])
-    torch.testing.assert_close(q_meta["td_error"], out["td_error"])
+    torch.testing.assert_close(q_meta["td_error"], batch["td_error"])
     cql, cql_meta = _seeded(loss.cql_loss, batch)
     torch.testing.assert_close(cql, out["loss_cql"])
-    torch.testing.assert_close(cql_meta["cql_gap"], out["cql_gap"])
+    assert cql_meta["cql_gap"].shape == () and "cql_gap" not in out.keys()
     loss_actor, meta = loss.actor_loss(batch)
     log_prob = meta["_log_prob"]  # TorchRL's CQL metadata key (tensor_keys.log_prob)
     assert loss_actor.requires_grad and log_prob.shape == (6,)
@@ -173,8 +174,12 @@ def test_discrete_cql_parts_equal_the_forward_terms():
     out = loss(batch)
     value, meta = loss.value_loss(batch)
     torch.testing.assert_close(value, out["loss_qvalue"])
+    # TorchRL: the metadata (and the output) hold the TD error's batch mean, the batch
+    # the per-sample [B, 1] error.
     for key in ("td_error", "pred_value", "target_value"):
         torch.testing.assert_close(meta[key], out[key])
+    assert batch["td_error"].shape == (6, 1)
+    torch.testing.assert_close(out["td_error"], batch["td_error"].mean(0))
     cql, cql_meta = loss.cql_loss(batch)
     torch.testing.assert_close(cql, out["loss_cql"])
     # logsumexp_a Q(s, a) - Q(s, a_data), from the network's values.

@@ -253,7 +253,7 @@ def test_isac_matches_plain(centralized):
     refs = plain_isac(net, modules, t_critics, loss.log_alpha, data, 0.9, -ACT)
     for name, ref in zip(("loss_actor", "loss_qvalue", "loss_alpha"), refs):
         torch.testing.assert_close(out[name], ref)
-    assert out["td_error"].shape == (B,)
+    assert data["td_error"].shape == (B,)
     total = out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]
     params = [*actor.parameters(), loss.log_alpha]
     got = torch.autograd.grad(total, params, retain_graph=True)

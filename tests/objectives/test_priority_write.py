@@ -60,7 +60,7 @@ def test_torchrl_tutorial_pattern_updates_the_buffer_priorities():
     rb.update_tensordict_priority(sample)
     index = sample["index"]
     expected = sample["next", "observation"][:, 0] ** 2  # TorchRL's priority: (Q - y) ** 2
-    torch.testing.assert_close(sample["td_error"], expected)
+    torch.testing.assert_close(sample["td_error"], expected.unsqueeze(-1))  # DQN's [B, 1]
     torch.testing.assert_close(rb.sampler.weights(index).float(), expected)
 
 
@@ -81,7 +81,7 @@ def test_priority_key_is_followed_and_no_other_entry_is_written():
     before = set(data.keys(True, True))
     loss(data)
     assert set(data.keys(True, True)) - before == {"prio"}
-    assert data["prio"].tolist() == [16.0, 9.0]  # (1 + 3) ** 2, (1 + 2) ** 2
+    assert data["prio"].tolist() == [[16.0], [9.0]]  # (1 + 3) ** 2, (1 + 2) ** 2; TorchRL's [B, 1]
 
 
 def _constant_critics(loss, values: list[float]) -> None:

@@ -34,25 +34,29 @@ class TestREDQContract(LossContract):
         return {n for n, _ in loss.named_parameters()}
 
 
-def plain_redq(actor, critics, target_critics, log_alpha, batch, gamma, m):
-    """REDQ with a Python loop over the critics: subset-min target, ensemble-mean actor."""
+def plain_redq(actor, critics, target_critics, log_alpha, batch, gamma, m, target_entropy=-2.0):
+    """REDQ with a Python loop over the critics, in TorchRL 0.14.1's order of random draws
+    (the sorted subset, then one draw of the actions at s and s'): subset-min target,
+    ensemble-mean actor, TorchRL's temperature loss -alpha * (log pi + target entropy) over
+    both draws."""
     obs, action, nxt = batch["observation"], batch["action"], batch["next"]
     alpha = log_alpha.detach().exp()
+    subset = torch.randperm(len(critics))[:m].sort().values.tolist()
+    both = torch.stack([obs, nxt["observation"]])
+    actions, lps = TanhNormal(*actor(both)).rsample_and_log_prob()
     with torch.no_grad():
-        next_action, next_lp = TanhNormal(*actor(nxt["observation"])).rsample_and_log_prob()
-        subset = torch.randperm(len(critics))[:m].tolist()
-        sa = torch.cat([nxt["observation"], next_action], -1)
-        next_q = torch.stack([target_critics[i](sa) for i in subset]).amin(0)
-        soft = next_q - alpha * next_lp.unsqueeze(-1)
+        sa = torch.cat([nxt["observation"], actions[1]], -1)
+        next_q = torch.stack([target_critics[i](sa) for i in subset])
+        soft = (next_q - alpha * lps[1].unsqueeze(-1)).amin(0)
         y = nxt["reward"] + gamma * (~nxt["terminated"]).float() * soft
     sa = torch.cat([obs, action], -1)
     q_loss = sum((c(sa) - y).pow(2).mean() for c in critics) / len(critics)  # TorchRL: mean
-    new_action, lp = TanhNormal(*actor(obs)).rsample_and_log_prob()
-    sa = torch.cat([obs, new_action], -1)
+    sa = torch.cat([obs, actions[0]], -1)
     frozen = [{k: v.detach() for k, v in c.named_parameters()} for c in critics]
-    q_pi = torch.stack([functional_call(c, p, (sa,)) for c, p in zip(critics, frozen)]).mean(0)
-    actor_loss = (alpha * lp.unsqueeze(-1) - q_pi).mean()
-    return actor_loss, q_loss
+    q_pi = torch.stack([functional_call(c, p, (sa,)) for c, p in zip(critics, frozen)])
+    actor_loss = (alpha * lps[0].unsqueeze(-1) - q_pi).mean()
+    alpha_loss = (-log_alpha.exp() * (lps.detach() + target_entropy)).mean()
+    return actor_loss, q_loss, alpha_loss
 
 
 def test_matches_plain_redq():
@@ -71,11 +75,37 @@ def test_matches_plain_redq():
         torch.manual_seed(seed)
         out = loss(batch)
         torch.manual_seed(seed)
-        ref_actor, ref_q = plain_redq(
+        ref_actor, ref_q, ref_alpha = plain_redq(
             actor[0].module, modules, targets, loss.log_alpha, batch, 0.9, 2
         )
         torch.testing.assert_close(out["loss_actor"], ref_actor)
         torch.testing.assert_close(out["loss_qvalue"], ref_q)
+        torch.testing.assert_close(out["loss_alpha"], ref_alpha)
+
+
+def test_torchrl_outputs():
+    # TorchRL 0.14.1's keys and shapes; the TD error goes to the batch only.
+    torch.manual_seed(0)
+    loss = REDQLoss(make_actor(), make_critic(), num_qvalue_nets=N, alpha_init=0.5)
+    batch = make_batch(batch=(6,))
+    out = loss(batch)
+    assert set(out.keys()) == {
+        "loss_actor",
+        "loss_qvalue",
+        "loss_alpha",
+        "alpha",
+        "entropy",
+        "state_action_value_actor",
+        "action_log_prob_actor",
+        "next.state_value",
+        "target_value",
+    }
+    assert out["state_action_value_actor"].shape == (N, 6)
+    for key in ("action_log_prob_actor", "next.state_value", "target_value"):
+        assert out[key].shape == (6,), key
+    assert batch["td_error"].shape == (6,)
+    # TorchRL's REDQ temperature loss is -alpha * (...), not SAC's -log(alpha) * (...).
+    assert out["loss_alpha"].requires_grad and not torch.equal(out["loss_alpha"], torch.zeros(()))
 
 
 def test_subset_changes_between_calls_and_bad_size():
@@ -86,7 +116,7 @@ def test_subset_changes_between_calls_and_bad_size():
     targets = set()
     for seed in range(6):
         torch.manual_seed(seed)
-        targets.add(round(loss(batch)["target_value"].item(), 5))
+        targets.add(round(loss(batch)["target_value"].sum().item(), 5))
     assert len(targets) > 1
     with pytest.raises(ValueError, match="sub_sample_len must be in"):
         REDQLoss(make_actor(), make_critic(), num_qvalue_nets=3, sub_sample_len=4)
@@ -94,9 +124,13 @@ def test_subset_changes_between_calls_and_bad_size():
 
 def test_shapes():
     loss = REDQLoss(make_actor(), make_critic(), num_qvalue_nets=N)
-    assert loss(make_batch(batch=(2, 3)))["td_error"].shape == (2, 3)
+    batch = make_batch(batch=(2, 3))
+    loss(batch)
+    assert batch["td_error"].shape == (2, 3)
     nested = REDQLoss(make_actor(True), make_critic(True), num_qvalue_nets=N).set_keys(**NESTED)
-    assert nested(make_batch(True, batch=(4,)))["td_error"].shape == (4,)
+    batch = make_batch(True, batch=(4,))
+    nested(batch)
+    assert batch["td_error"].shape == (4,)
 
 
 def test_smoke_pendulum_critics_fit():
@@ -114,7 +148,9 @@ def test_smoke_pendulum_critics_fit():
 
     def residual():
         torch.manual_seed(0)
-        return loss(fixed)["td_error"].pow(2).mean().item()
+        batch = fixed.clone()
+        loss(batch)
+        return batch["td_error"].pow(2).mean().item()
 
     start = residual()
     for _ in range(120):

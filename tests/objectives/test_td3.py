@@ -20,6 +20,12 @@ ACT = 2
 NESTED = agents_keys("action", "state_action_value", "reward", "done", "terminated")
 
 
+def _written_error(loss, batch):
+    """The TD error the loss writes into its input (TorchRL's output does not hold it)."""
+    loss(batch)
+    return batch["td_error"]
+
+
 class TestTD3Contract(LossContract):
     loss_terms = {"loss_actor", "loss_qvalue"}
 
@@ -89,18 +95,43 @@ def test_matches_plain_td3(generic):
     torch.testing.assert_close(stacked, torch.stack(ref))
 
 
+def test_diagnostics_per_sample_as_torchrl():
+    # TorchRL 0.14.1: pred_value and state_action_value_actor have one row per critic,
+    # target_value and next_state_value one value per sample; td_error goes to the batch.
+    torch.manual_seed(0)
+    actor, critics = make_actor(), [make_critic(), make_critic()]
+    loss = TD3Loss(actor, critics, bounds=(-1.0, 1.0), policy_noise=0.0)
+    loss.make_value_estimator(gamma=0.9)
+    batch = make_batch(batch=(6,))
+    out = loss(batch)
+    assert "td_error" not in out.keys() and batch["td_error"].shape == (6,)
+    with torch.no_grad():
+        obs, nxt = batch["observation"], batch["next"]
+        modules = [c.module for c in critics]
+        pred = torch.stack([m(torch.cat([obs, batch["action"]], -1)) for m in modules])
+        acted = torch.cat([obs, actor.module(obs)], -1)
+        on_policy = torch.stack([m(acted) for m in modules])
+        next_sa = torch.cat([nxt["observation"], actor.module(nxt["observation"])], -1)
+        next_q = torch.stack([m(next_sa) for m in modules]).amin(0)
+        y = nxt["reward"] + 0.9 * (~nxt["terminated"]).float() * next_q
+    torch.testing.assert_close(out["pred_value"], pred.squeeze(-1))
+    torch.testing.assert_close(out["state_action_value_actor"], on_policy.squeeze(-1))
+    torch.testing.assert_close(out["next_state_value"], next_q.squeeze(-1))
+    torch.testing.assert_close(out["target_value"], y.squeeze(-1))
+
+
 def test_action_spec_bounds_and_shapes():
     spec = Bounded(-0.25, 0.25, shape=(8, ACT))  # env batch dims are dropped
     loss = TD3Loss(make_actor(), make_critic(), action_spec=spec, num_qvalue_nets=3)
     assert loss.action_low.shape == (ACT,) and float(loss.action_high[0]) == 0.25
     assert loss.qvalue_network.num_copies == 3
-    assert loss(make_batch(batch=(2, 3)))["td_error"].shape == (2, 3)
+    assert _written_error(loss, make_batch(batch=(2, 3))).shape == (2, 3)
     with pytest.raises(ValueError, match="no Bounded leaf"):
         TD3Loss(make_actor(), make_critic(), action_spec=torch.zeros(1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be >= 0"):
         TD3Loss(make_actor(), make_critic(), policy_noise=-1.0)
     nested = TD3Loss(make_actor(True), make_critic(True)).set_keys(**NESTED)
-    assert nested(make_batch(True, batch=(4,)))["td_error"].shape == (4,)
+    assert _written_error(nested, make_batch(True, batch=(4,))).shape == (4,)
 
 
 def test_soft_update_moves_actor_and_critic_targets():

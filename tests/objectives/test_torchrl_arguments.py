@@ -133,8 +133,9 @@ def test_group_optimizers_keeps_each_group():
 def test_gamma_and_priority_key_are_honoured():
     loss = DQNLoss(make_action_value_net(), gamma=0.5, priority_key="prio")
     assert loss.value_estimator.gamma == 0.5
-    out = loss(make_transition_batch(batch=(4,), action="one_hot"))
-    assert "prio" in out.keys() and "td_error" not in out.keys()
+    batch = make_transition_batch(batch=(4,), action="one_hot")
+    loss(batch)
+    assert "prio" in batch.keys() and "td_error" not in batch.keys()
 
 
 @pytest.mark.parametrize(
