@@ -83,8 +83,7 @@ def main(
             optim.step()
             schedule.step()
             target_update.step()
-            # The loss never writes into its input: copy the TD error back, then update.
-            sample.set("td_error", out["td_error"])
+            # As TorchRL's, the loss wrote its TD error into the sample: update the priorities.
             buffer.update_tensordict_priority(sample)
         if i % 10 == 0:
             print(
