@@ -125,26 +125,33 @@ def _fd_count(pid: int) -> int:
 
 
 def _ckpt_mb(run_dir: Path) -> float:
+    """The size of the kept ``ckpt-*`` folders (a folder pruned while it is walked counts
+    for what was read of it)."""
     total = 0
-    root = run_dir / "checkpoints"
-    if root.is_dir():
-        for ckpt in root.glob("ckpt-*"):
-            for path in ckpt.rglob("*"):
+    for ckpt in (run_dir / "checkpoints").glob("ckpt-*"):
+        for folder, _, files in os.walk(ckpt):  # os.walk ignores folders that vanish
+            for name in files:
                 try:
-                    if path.is_file():
-                        total += path.stat().st_size
-                except OSError:  # pruned while we walked it
+                    total += os.stat(os.path.join(folder, name)).st_size
+                except OSError:
                     pass
     return total / 2**20
 
 
 def _last_frames(run_dir: Path) -> int:
+    """The frames of the newest complete row of ``metrics.csv`` (a row being written is
+    skipped)."""
     try:
         with (run_dir / "metrics.csv").open() as f:
             rows = list(csv.DictReader(f))
     except OSError:
         return 0
-    return int(rows[-1]["frames"]) if rows else 0
+    for row in reversed(rows):
+        try:
+            return int(row["frames"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return 0
 
 
 def sample(pid: int, run_dir: Path, t: float, written: int) -> dict[str, float]:
