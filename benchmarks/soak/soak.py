@@ -312,7 +312,12 @@ def run_soak(
     return result
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # the soak's clean-up (its run in its own session) runs
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="run time (default 10)")
     parser.add_argument("--out", required=True, help="folder for the run and the samples")
