@@ -62,8 +62,8 @@ def _match(x: Tensor, like: Tensor) -> Tensor:
 class PolicyGradientLoss(LossModule):
     """Actor (a probabilistic module with ``get_dist``), optional critic, entropy bonus.
 
-    Subclasses choose the objective with ``_objective(td, dist, log_prob, advantage) ->
-    (loss, diagnostics)``; the default is the likelihood-ratio gradient ``-E[log pi(a|s) * A]``
+    Subclasses choose the objective with ``_objective(td, dist, log_prob, advantage, source)
+    -> (loss, diagnostics)``; the default is the likelihood-ratio gradient ``-E[log pi(a|s) * A]``
     that A2C and REINFORCE share (PPO variants replace it with their ratio objectives).
     """
 
@@ -115,6 +115,8 @@ class PolicyGradientLoss(LossModule):
     ) -> None:
         super().__init__()
         where = f"{type(self).__name__}.__init__"
+        exclude = torchrl_only.pop("normalize_advantage_exclude_dims", ())
+        self.normalize_advantage_exclude_dims = _exclude_dims(exclude, where)
         defaults = {k: v for k, v in _TORCHRL_ONLY.items() if k in torchrl_only}
         unknown = sorted(set(torchrl_only) - set(_TORCHRL_ONLY))
         if unknown:
@@ -190,7 +192,7 @@ class PolicyGradientLoss(LossModule):
             self.value_estimator(td)
             adv = td.get(key)
         if self.normalize_advantage and adv.numel() > 1:
-            adv = (adv - adv.mean()) / adv.std().clamp_min(1e-6)
+            adv = _standardize(adv, self.normalize_advantage_exclude_dims)
         return adv
 
     def _dist_and_log_prob(self, td: TensorDictBase) -> tuple[distributions.Distribution, Tensor]:
@@ -241,8 +243,13 @@ class PolicyGradientLoss(LossModule):
                 loss, distance_loss(old + clipped, target, self.loss_critic_type, False)
             )
             clip_fraction = (change != clipped).float().mean().detach()
-        explained = 1 - (target - value).var() / target.var().clamp_min(1e-8)
-        return self.critic_coeff * loss, clip_fraction, explained.detach()
+        with torch.no_grad():
+            # TorchRL's: population variances over the first (batch) dim, shape
+            # ``value.shape[1:]`` (``[1]`` for a flat batch of values).
+            eps = torch.finfo(target.dtype).eps
+            resid = torch.var(target - value, dim=0, correction=0)
+            explained = 1.0 - resid / (torch.var(target, dim=0, correction=0) + eps)
+        return self.critic_coeff * loss, clip_fraction, explained
 
     def loss_critic(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor | None]:
         """The critic's loss, as TorchRL's A2C/REINFORCE ``loss_critic``.
@@ -279,8 +286,10 @@ class PolicyGradientLoss(LossModule):
         dist: distributions.Distribution,
         log_prob: Tensor,
         advantage: Tensor,
+        source: TensorDictBase,
     ) -> tuple[Tensor, dict[str, Tensor]]:
         # The likelihood-ratio gradient -E[log pi(a|s) * A] (A2C, REINFORCE); PPO overrides it.
+        # ``source`` is the caller's batch, before the actor rewrote its outputs in ``td``.
         return -(log_prob * advantage.detach()).mean(), {}
 
     # ---------------------------------------------------------------- forward
@@ -290,7 +299,7 @@ class PolicyGradientLoss(LossModule):
         advantage = self._advantage(td)
         dist, log_prob = self._dist_and_log_prob(td)
         log_prob = _match(log_prob, advantage)
-        objective, diag = self._objective(td, dist, log_prob, advantage)
+        objective, diag = self._objective(td, dist, log_prob, advantage, tensordict)
         out = {self._objective_key: objective, **{k: v.detach() for k, v in diag.items()}}
         if self.entropy_bonus:
             entropy = self._entropy(dist)
@@ -309,7 +318,6 @@ class PolicyGradientLoss(LossModule):
 
 # TorchRL arguments tdrl accepts at their default only (anything else raises).
 _TORCHRL_ONLY: dict[str, Any] = {
-    "normalize_advantage_exclude_dims": (),
     "advantage_norm": None,
     "separate_losses": False,
     "functional": True,
@@ -319,6 +327,33 @@ _TORCHRL_ONLY: dict[str, Any] = {
     "device": None,
     "samples_mc_kl": 1,
 }
+
+
+def _exclude_dims(dims: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(dims, tuple | list) or not all(isinstance(d, int) for d in dims):
+        raise TypeError(
+            f"{where}: normalize_advantage_exclude_dims must be a tuple of ints (got {dims!r};"
+            " expected e.g. (-2,) to keep the agent dim out of the statistics)."
+        )
+    if len(set(dims)) != len(dims):
+        raise ValueError(
+            f"{where}: normalize_advantage_exclude_dims repeats a dim (got {dims!r}; expected"
+            " distinct dims). Pass each dim once."
+        )
+    return tuple(dims)
+
+
+def _standardize(adv: Tensor, exclude: tuple[int, ...]) -> Tensor:
+    """``(adv - mean) / std`` over every dim but ``exclude`` (TorchRL's statistics: unbiased
+    std, clamped at float32's resolution)."""
+    if not exclude:
+        return (adv - adv.mean()) / adv.std().clamp_min(1e-6)
+    skip = {d % adv.ndim for d in exclude}
+    dims = tuple(d for d in range(adv.ndim) if d not in skip)
+    if not dims:
+        return adv
+    mean = adv.mean(dim=dims, keepdim=True)
+    return (adv - mean) / adv.std(dim=dims, keepdim=True).clamp_min(1e-6)
 
 
 def _one_of(where: str, name: str, value: Any, old_name: str, old: Any) -> Any:

@@ -94,8 +94,18 @@ class TestClipPPOContract(_Contract):
     loss_cls = ClipPPOLoss
 
 
+def with_old_logits(batch, nested=False):
+    """The collection-time logits KL-PEN rebuilds pi_old from (TorchRL's KLPENPPOLoss)."""
+    lead = batch.get(_key(nested, "observation")).shape[:-1]
+    batch.set(_key(nested, "logits"), torch.randn(*lead, ACT))
+    return batch
+
+
 class TestKLPENPPOContract(_Contract):
     loss_cls = KLPENPPOLoss
+
+    def make_batch(self, nested):
+        return with_old_logits(make_batch(nested), nested)
 
 
 class TestA2CContract(_Contract):
@@ -194,12 +204,36 @@ def test_missing_advantage_without_critic_raises():
 
 def test_klpen_beta_adapts():
     loss = KLPENPPOLoss(make_actor(), dtarg=1e-6, beta=1.0)
-    batch = make_batch().set("action_log_prob", torch.zeros(B))
+    batch = with_old_logits(make_batch()).set("action_log_prob", torch.zeros(B))
     loss(batch)
     assert loss.beta.item() == pytest.approx(2.0)
     loss = KLPENPPOLoss(make_actor(), dtarg=100.0, beta=1.0)
-    loss(make_batch())
+    loss(with_old_logits(make_batch()))
     assert loss.beta.item() == pytest.approx(0.5)
+
+
+def test_klpen_kl_is_torchrls_per_sample_kl_to_the_stored_policy():
+    # TorchRL 0.14.1: pi_old is rebuilt from the batch's collection-time distribution
+    # parameters; "kl" is KL(pi_old || pi) per sample ([B, 1]), the objective is
+    # -mean(ratio * A - beta * kl), and "beta" is not an output.
+    torch.manual_seed(0)
+    actor = make_actor()
+    loss = KLPENPPOLoss(actor, dtarg=0.01, beta=0.5, entropy_bonus=False)
+    batch = with_old_logits(make_batch())
+    out = loss(batch)
+    logits = actor[0].module(batch["observation"])
+    old = torch.distributions.Categorical(logits=batch["logits"])
+    new = torch.distributions.Categorical(logits=logits)
+    kl = torch.distributions.kl_divergence(old, new).unsqueeze(-1)
+    logp = torch.log_softmax(logits, -1).gather(-1, batch["action"].argmax(-1, keepdim=True))
+    ratio = (logp - batch["action_log_prob"].unsqueeze(-1)).exp()
+    torch.testing.assert_close(out["kl"], kl.detach())
+    torch.testing.assert_close(
+        out["loss_objective"], -(ratio * batch["advantage"] - 0.5 * kl).mean()
+    )
+    assert "beta" not in out.keys() and out["kl_approx"].shape == ()
+    with pytest.raises(KeyError, match="distribution parameters are missing"):
+        loss(make_batch())
 
 
 def test_reinforce_uses_monte_carlo_returns():

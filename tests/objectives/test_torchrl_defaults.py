@@ -200,6 +200,7 @@ def test_entropy_coeff_weights_the_bonus(make):
     batch = make_transition_batch(batch=(8,), action="one_hot")
     batch["action_log_prob"] = torch.full((8,), -0.7)
     batch["advantage"] = torch.randn(8, 1)
+    batch["logits"] = torch.randn(8, 2)  # the collection-time policy (KL-PEN reads it)
     base = loss(batch)
     scaled = type(loss)(make_categorical_actor(), entropy_coeff=0.5)
     scaled.load_state_dict(loss.state_dict())

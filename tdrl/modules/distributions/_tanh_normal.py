@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.distributions import Distribution, constraints
+from torch.distributions import Distribution, constraints, register_kl
 from torch.nn.functional import softplus
 
 from tdrl.modules.distributions._utils import (
@@ -217,3 +217,24 @@ class TanhNormal(Distribution):
             "(got a call to entropy(); expected a Monte-Carlo estimate instead). Estimate it as "
             "-dist.log_prob(dist.rsample()).mean(0), e.g. with the loss option samples_mc_entropy."
         )
+
+
+@register_kl(TanhNormal, TanhNormal)
+def _kl_tanh_normal(p: TanhNormal, q: TanhNormal) -> Tensor:
+    """``KL(p || q)``: the KL of the pre-tanh Normals, the squashing being the same bijection
+    for both (as torch's rule for transformed distributions, which TorchRL's TanhNormal
+    follows). Distributions with other bounds or event dims have no closed form here."""
+    same = p._event_dims == q._event_dims and p.safe_tanh == q.safe_tanh
+    if same and not torch.compiler.is_compiling():
+        # Checked outside torch.compile only (a data-dependent branch would break the graph).
+        same = bool(torch.equal(p.low, q.low) and torch.equal(p.high, q.high))
+    if not same:
+        raise NotImplementedError(
+            "kl_divergence(TanhNormal, TanhNormal): the two distributions squash differently"
+            " (got other bounds, event dims or safe_tanh; expected the same). Compare"
+            " distributions of the same actor, or estimate the KL by Monte-Carlo."
+        )
+    var_ratio = (p.scale / q.scale).square()
+    gap = ((p.loc - q.loc) / q.scale).square()
+    kl = 0.5 * (var_ratio + gap - 1.0 - var_ratio.log())
+    return kl.sum(p._sum_dims) if p._sum_dims else kl
