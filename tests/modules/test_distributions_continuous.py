@@ -479,3 +479,19 @@ def test_independent_normal_event_dim_and_scale_forms():
     )
     with pytest.raises(ValueError, match="event_dim is out of range"):
         IndependentNormal(loc, 0.5, event_dim=4)
+
+
+def test_tanh_normal_kl_is_the_pre_tanh_normals_kl():
+    # TorchRL's TanhNormal is a transformed distribution: torch's KL rule for those gives the
+    # KL of the base Normals (KLPENPPOLoss uses it); tdrl's TanhNormal has the same closed form.
+    torch.manual_seed(0)
+    loc_p, loc_q = torch.randn(4, 3), torch.randn(4, 3)
+    scale_p, scale_q = torch.rand(4, 3) + 0.2, torch.rand(4, 3) + 0.2
+    p = TanhNormal(loc_p, scale_p, low=-2.0, high=2.0)
+    q = TanhNormal(loc_q, scale_q, low=-2.0, high=2.0)
+    base = torch.distributions.Independent(torch.distributions.Normal(loc_p, scale_p), 1)
+    other = torch.distributions.Independent(torch.distributions.Normal(loc_q, scale_q), 1)
+    expected = torch.distributions.kl_divergence(base, other)
+    torch.testing.assert_close(torch.distributions.kl_divergence(p, q), expected)
+    with pytest.raises(NotImplementedError, match="squash differently"):
+        torch.distributions.kl_divergence(p, TanhNormal(loc_q, scale_q, low=-1.0, high=1.0))

@@ -140,6 +140,31 @@ def test_clip_ppo_matches_plain_implementation():
     torch.testing.assert_close(out["loss_objective"], objective)
     torch.testing.assert_close(out["loss_entropy"], -0.05 * entropy.mean())
     torch.testing.assert_close(out["loss_critic"], critic_loss)
+    # TorchRL's ratio diagnostics: ESS = (sum w)^2 / sum w^2 / B, the max and mean ratio.
+    w = ratio.squeeze(-1).detach()
+    torch.testing.assert_close(out["ESS"], w.sum() ** 2 / w.square().sum() / B)
+    torch.testing.assert_close(out["max_ratio"], w.max())
+    torch.testing.assert_close(out["mean_ratio"], w.mean())
+
+
+def test_normalize_advantage_exclude_dims_keeps_each_agent_apart():
+    # TorchRL: the statistics are taken over every dim but the excluded ones (agents).
+    actor = make_actor(nested=True)
+    loss = A2CLoss(
+        actor, normalize_advantage=True, normalize_advantage_exclude_dims=(-2,)
+    ).set_keys(**NESTED_KEYS)
+    batch = make_batch(nested=True)
+    adv = batch["agents", "advantage"] * torch.arange(1.0, N + 1).reshape(N, 1)
+    batch["agents", "advantage"] = adv
+    out = loss(batch)
+    logits = actor[0].module(batch["agents", "observation"])
+    logp = torch.log_softmax(logits, -1).gather(
+        -1, batch["agents", "action"].argmax(-1, keepdim=True)
+    )
+    expected = (adv - adv.mean(0, keepdim=True)) / adv.std(0, keepdim=True)
+    torch.testing.assert_close(out["loss_objective"], -(logp * expected).mean())
+    with pytest.raises(TypeError, match="tuple of ints"):
+        A2CLoss(actor, normalize_advantage_exclude_dims=-2)
 
 
 def test_a2c_matches_plain_implementation_and_normalises():
