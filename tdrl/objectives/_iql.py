@@ -249,7 +249,8 @@ class DiscreteIQLLoss(IQLLoss):
     """Implicit Q-learning for discrete actions.
 
     As :class:`IQLLoss`, with ``qvalue_network`` writing one value per action at
-    ``"action_value"`` (the taken action's value is gathered) and a categorical actor.
+    ``"state_action_value"`` (TorchRL's key for the per-action values; the taken action's
+    value is gathered) and a categorical actor.
 
     Args:
         actor_network: the stochastic policy over the actions.
@@ -267,7 +268,7 @@ class DiscreteIQLLoss(IQLLoss):
         >>> from tdrl.testing import (make_action_value_net, make_categorical_actor,
         ...     make_state_value_net, make_transition_batch)
         >>> loss = DiscreteIQLLoss(make_categorical_actor(), make_action_value_net(),
-        ...                        make_state_value_net())
+        ...                        make_state_value_net()).set_keys(state_action_value="action_value")
         >>> batch = make_transition_batch(batch=(5,), action="one_hot")
         >>> out = loss(batch)
         >>> (out["loss_actor"] + out["loss_qvalue"] + out["loss_value"]).backward()
@@ -278,7 +279,7 @@ class DiscreteIQLLoss(IQLLoss):
         """Data keys: action, critics' and value network's outputs, reward and flags."""
 
         action: NestedKey = "action"
-        action_value: NestedKey = "action_value"
+        state_action_value: NestedKey = "state_action_value"  # one value per action
         value: NestedKey = "state_value"
         reward: NestedKey = "reward"
         done: NestedKey = "done"
@@ -322,6 +323,6 @@ class DiscreteIQLLoss(IQLLoss):
 
     def _q_taken(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
         keys = self.tensor_keys
-        values = self.qvalue_network(td, params, out_key=keys.action_value)
+        values = self.qvalue_network(td, params, out_key=keys.state_action_value)
         action = get_entry(td, keys.action, "DiscreteIQLLoss.forward")
         return gather_action_value(values, action, self.action_space, lead=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tensordict.nn import TensorDictModule
 from torch import nn
 
 from tdrl.envs import CartPoleEnv, PendulumV1Env
@@ -30,7 +31,12 @@ def make_actor(nested=False, obs=3, act=2, discrete=False):
 
 
 def make_critic(nested=False, obs=3, act=2, discrete=False):
-    return (make_action_value_net if discrete else make_qvalue_critic)(nested, obs, act)
+    if not discrete:
+        return make_qvalue_critic(nested, obs, act)
+    # TorchRL's discrete IQL reads the per-action values at "state_action_value".
+    net = make_action_value_net(nested, obs, act)
+    key = ("agents", "state_action_value") if nested else "state_action_value"
+    return TensorDictModule(net.module, net.in_keys, [key])
 
 
 def make_batch(nested=False, batch=(B,), discrete=False):
@@ -40,8 +46,9 @@ def make_batch(nested=False, batch=(B,), discrete=False):
 
 
 def _nested(discrete):
-    q = "action_value" if discrete else "state_action_value"
-    return agents_keys("action", q, "reward", "done", "terminated", value="state_value")
+    return agents_keys(
+        "action", "state_action_value", "reward", "done", "terminated", value="state_value"
+    )
 
 
 class TestIQLContract(LossContract):
@@ -174,7 +181,7 @@ def _mostly_left(td):
 def _mean_values(loss, data):
     """The critics' mean value of the data actions and the value network's mean value."""
     with torch.no_grad():
-        q = loss.qvalue_network(data.copy(), out_key="action_value")  # [critics, B, actions]
+        q = loss.qvalue_network(data.copy(), out_key="state_action_value")  # [critics, B, n]
         q = (q * data["action"]).sum(-1).mean()
         v = loss.value_network(data.copy())["state_value"].mean()
     return q, v

@@ -104,7 +104,7 @@ def test_iql_parts_equal_the_forward_terms(discrete):
     if discrete:
         loss = DiscreteIQLLoss(
             make_categorical_actor(), make_action_value_net(), make_state_value_net()
-        )
+        ).set_keys(state_action_value="action_value")
         batch = make_transition_batch(batch=(6,), action="one_hot")
     else:
         actor, critic = make_tanh_normal_actor(), make_qvalue_critic()

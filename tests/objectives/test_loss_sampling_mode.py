@@ -76,7 +76,7 @@ CASES = {
     "discrete_iql": (
         lambda: DiscreteIQLLoss(
             make_categorical_actor(), make_action_value_net(), make_state_value_net()
-        ),
+        ).set_keys(state_action_value="action_value"),
         _one_hot,
     ),
     "td3": (

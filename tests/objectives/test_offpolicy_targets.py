@@ -79,7 +79,9 @@ LOSSES = {
         True,
     ),
     "discrete_iql": (
-        lambda: DiscreteIQLLoss(_categorical_policy(), _qnet(), value_network=_value()),
+        lambda: DiscreteIQLLoss(_categorical_policy(), _qnet(), value_network=_value()).set_keys(
+            state_action_value="action_value"
+        ),
         True,
     ),
 }

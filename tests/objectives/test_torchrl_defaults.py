@@ -66,7 +66,7 @@ def test_l2_is_the_full_squared_error():
         (
             lambda: DiscreteIQLLoss(
                 make_categorical_actor(), make_action_value_net(), make_state_value_net()
-            ),
+            ).set_keys(state_action_value="action_value"),
             "smooth_l1",
         ),
     ],
@@ -80,7 +80,7 @@ def test_iql_temperature_and_expectile_defaults():
     assert (loss.temperature, loss.expectile) == (1.0, 0.5)
     discrete = DiscreteIQLLoss(
         make_categorical_actor(), make_action_value_net(), make_state_value_net()
-    )
+    ).set_keys(state_action_value="action_value")
     assert (discrete.temperature, discrete.expectile) == (1.0, 0.5)
 
 
