@@ -62,7 +62,9 @@ class PPOLoop(Trainer):
                     nn.utils.clip_grad_norm_(self._parameters(), max_norm)
                 self.optimizer.step()
                 for k, v in terms.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
+                    # TorchRL's diagnostics may hold one value per agent or value feature
+                    # (explained_variance, ESS): logged as their mean.
+                    sums[k] = sums.get(k, 0.0) + float(v.detach().float().mean())
                 count += 1
         return {k: v / max(count, 1) for k, v in sums.items()}
 
