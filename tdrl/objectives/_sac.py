@@ -118,7 +118,7 @@ class SACLoss(_EntropyRegularized):
         alpha_init: the initial temperature.
         fixed_alpha: keep the temperature constant (``log_alpha`` is then a buffer).
         target_entropy: a float, or ``"auto"`` for minus the action dimension (from
-            ``action_spec``, else from the data's action).
+            ``action_spec``, else the actor's ``spec`` as TorchRL, else the data's action).
         min_alpha: lower bound of the temperature (``log_alpha`` is projected).
         max_alpha: upper bound of the temperature.
         action_spec: the action spec (gives the action dimension for ``"auto"``).
@@ -224,6 +224,8 @@ class SACLoss(_EntropyRegularized):
         self.actor_network = actor_network
         self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
         self._init_alpha(alpha_init, fixed_alpha, min_alpha, max_alpha)
+        if action_spec is None:  # TorchRL reads the actor's spec then
+            action_spec = _actor_action_spec(actor_network, self.tensor_keys.action)
         self.target_entropy = _target_entropy(target_entropy, action_spec, where)
         if delay_qvalue:
             self._make_target("qvalue_network")
@@ -384,6 +386,15 @@ class SACLoss(_EntropyRegularized):
         )
         out.set(self.tensor_keys.priority, td_error)
         return out
+
+
+def _actor_action_spec(actor: Any, key: NestedKey) -> TensorSpec | None:
+    """The action leaf of ``actor.spec`` (a ``ProbabilisticActor``'s), if it has one."""
+    spec = getattr(actor, "spec", None)
+    if isinstance(spec, Composite):
+        leaf = spec.get(key, None) if key in spec.keys(True, True) else None
+        return leaf if isinstance(leaf, TensorSpec) else None
+    return spec if isinstance(spec, TensorSpec) else None
 
 
 def _target_entropy(value: float | str, spec: TensorSpec | None, where: str) -> float | None:

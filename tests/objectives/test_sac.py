@@ -153,3 +153,22 @@ def test_smoke_pendulum_critics_fit():
         updater.step()
     assert residual() < 0.5 * start
     assert math.isfinite(out["alpha"].item())
+
+
+def test_auto_target_entropy_from_the_actor_spec():
+    # TorchRL: without action_spec, "auto" reads the actor's spec at construction.
+    from tensordict.nn import TensorDictModule
+    from torch import nn
+
+    from tdrl.modules import NormalParamExtractor, ProbabilisticActor, TanhNormal
+    from tdrl.specs import Bounded
+
+    net = TensorDictModule(
+        nn.Sequential(nn.Linear(3, 6), NormalParamExtractor()), ["observation"], ["loc", "scale"]
+    )
+    actor = ProbabilisticActor(
+        net, ["loc", "scale"], distribution_class=TanhNormal, spec=Bounded(-1.0, 1.0, shape=(3,))
+    )
+    loss = SACLoss(actor, make_critic(act=3))
+    assert loss.target_entropy == -3.0
+    assert SACLoss(make_actor(), make_critic()).target_entropy is None  # read from the data
