@@ -151,6 +151,8 @@ class RenameTransform(Transform):
         create_copy: bool = False,
     ) -> None:
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+        self._paired("__init__")  # one new name per key
+        self._paired("__init__", inverse=True)
         overlap = [k for k in self.out_keys if k in self.in_keys]
         if overlap:
             raise ValueError(

@@ -99,6 +99,7 @@ class VecNorm(Transform):
                 f"{out_keys!r}; expected explicit in_keys). Pass in_keys too."
             )
         super().__init__(["observation", "reward"] if self._auto else in_keys, out_keys)
+        self._paired("__init__")  # one statistic and one output per key
         if not 0.0 < decay <= 1.0:
             raise ValueError(
                 f"VecNorm.__init__: decay must be in (0, 1] (got {decay}; expected e.g. 0.9999)."

@@ -205,3 +205,10 @@ def test_exclude_select_refuse_protected_keys(key):
         SelectTransform("a", keep_dones=False)
     with pytest.raises(ValueError, match=r"SelectTransform.__init__: keep_rewards=False"):
         SelectTransform("a", keep_rewards=False)
+
+
+def test_rename_needs_one_new_name_per_key():
+    with pytest.raises(ValueError, match=r"RenameTransform.__init__: in_keys/out_keys differ"):
+        RenameTransform(["observation", "obs64"], ["x"])
+    with pytest.raises(ValueError, match=r"RenameTransform.__init__: in_keys_inv/out_keys_inv"):
+        RenameTransform(["observation"], ["x"], in_keys_inv=["a", "b"], out_keys_inv=["c"])

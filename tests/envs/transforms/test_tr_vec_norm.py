@@ -177,3 +177,8 @@ def test_shapes_give_the_statistics_their_shape():
 def test_unsupported_torchrl_arguments_raise(kwargs, match):
     with pytest.raises(NotImplementedError, match=match):
         VecNorm("observation", **kwargs)
+
+
+def test_one_output_per_key():
+    with pytest.raises(ValueError, match=r"VecNorm.__init__: in_keys/out_keys differ in length"):
+        VecNorm(["observation", "obs64"], ["x"])
