@@ -201,9 +201,34 @@ class TestNormalParamExtractor:
         _, scale = NormalParamExtractor("exp", scale_lb=0.1)(torch.full((1, 2), -100.0))
         assert scale.item() == pytest.approx(0.1)
 
+    def test_torchrl_biased_softplus_away_from_zero(self) -> None:
+        # TorchRL (tensordict): softplus(x + inv_softplus(b - 0.01)) + 0.01; "_<b>_<m>" sets
+        # the minimum m (a plain softplus shifted to give b at 0 differs away from 0).
+        x = torch.tensor([[0.0, -3.0], [0.0, 2.0]])
+        _, scale = NormalParamExtractor()(x)
+        shift = math.log(math.expm1(0.99))
+        expected = torch.nn.functional.softplus(x[:, 1:] + shift) + 0.01
+        torch.testing.assert_close(scale, expected)
+        plain = torch.nn.functional.softplus(x[:, 1:] + math.log(math.expm1(1.0)))
+        assert not torch.allclose(scale, plain)
+        _, scale = NormalParamExtractor("biased_softplus_2.0_0.5")(torch.zeros(1, 2))
+        torch.testing.assert_close(scale, torch.full((1, 1), 2.0))
+        _, scale = NormalParamExtractor("biased_softplus")(torch.zeros(1, 2))
+        torch.testing.assert_close(scale, torch.full((1, 1), 1.0))
+
+    @pytest.mark.parametrize(
+        ("mapping", "fn"),
+        [("relu", torch.relu), ("none", lambda t: t), ("expln", lambda t: t.log1p() + 1)],
+    )
+    def test_other_torchrl_mappings(self, mapping, fn) -> None:
+        x = torch.tensor([[0.0, 0.5], [1.0, 2.0]])
+        loc, scale, extra = NormalParamExtractor(mapping)(x, torch.ones(3))
+        torch.testing.assert_close(scale, fn(x[:, 1:]).clamp_min(1e-4))
+        assert extra.shape == (3,)  # extra inputs pass through, as TorchRL's
+
     def test_errors(self) -> None:
         with pytest.raises(ValueError, match="unknown scale mapping"):
-            NormalParamExtractor("relu")
+            NormalParamExtractor("tanh")
         with pytest.raises(ValueError, match="unknown scale mapping"):
             NormalParamExtractor("biased_softplus_-1")
         with pytest.raises(ValueError, match="must be even"):
