@@ -45,7 +45,7 @@ class TensorSpec(abc.ABC):
         >>> spec.rand((2,)).shape
         torch.Size([2, 3])
         >>> spec.is_in(torch.zeros(3))
-        True
+        tensor(True)
     """
 
     _event_ndim: int = 0
@@ -125,6 +125,15 @@ class TensorSpec(abc.ABC):
     def _in_domain(self, x: torch.Tensor) -> bool:
         return True
 
+    def _in_domain_tensor(self, x: torch.Tensor) -> torch.Tensor | None:
+        """A 0-d bool tensor: whether ``x`` (of the right shape and dtype) is in the domain.
+
+        ``None`` (the default) for the specs whose ``is_in`` answers a Python bool in TorchRL;
+        the specs whose TorchRL ``is_in`` returns a tensor (Bounded, Categorical, OneHot,
+        Binary) compute it here.
+        """
+        return None
+
     def _describe_violation(self, x: torch.Tensor) -> str:
         return "is outside the domain"
 
@@ -161,16 +170,24 @@ class TensorSpec(abc.ABC):
             )
         return None
 
-    def is_in(self, val: Any) -> bool:
+    def is_in(self, val: Any) -> bool | torch.Tensor:
         """Whether ``val`` matches the spec shape (extra leading dims allowed), dtype and domain.
+
+        As in TorchRL, a value of the wrong type, shape or dtype gives ``False``; otherwise the
+        specs with a domain to check over the data (Bounded, Categorical, OneHot, Binary) answer
+        a 0-d bool tensor (no device sync), the others a Python bool. ``if spec.is_in(x):``
+        works with both.
 
         Examples:
             >>> from tdrl.specs import Categorical
             >>> spec = Categorical(3)
-            >>> spec.is_in(torch.tensor(2)), spec.is_in(torch.tensor(3))
-            (True, False)
+            >>> spec.is_in(torch.tensor(2)), spec.is_in(torch.tensor(3)), spec.is_in(2)
+            (tensor(True), tensor(False), False)
         """
-        return self._meta_ok(val) and self._in_domain(val)
+        if not self._meta_ok(val):
+            return False
+        found = self._in_domain_tensor(val)
+        return self._in_domain(val) if found is None else found
 
     def check_shape_dtype(self, x: Any, key: Any = None) -> None:
         """Cheap metadata-only check of shape and dtype (no pass over the data).

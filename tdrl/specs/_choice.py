@@ -108,7 +108,7 @@ class Choice(TensorSpec):
 
     def _matches(self, choice: Option, val: Any) -> bool:
         if isinstance(choice, TensorSpec):
-            return choice.is_in(val)
+            return bool(choice.is_in(val))
         return bool(is_non_tensor(val)) and val.tolist() == choice.tolist()
 
     def is_in(self, val: Any) -> bool:

@@ -186,7 +186,10 @@ class Bounded(TensorSpec):
         return x
 
     def _in_domain(self, x: torch.Tensor) -> bool:
-        return bool(((x >= self.low) & (x <= self.high)).all())
+        return bool(self._in_domain_tensor(x))
+
+    def _in_domain_tensor(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x >= self.low) & (x <= self.high)).all()
 
     def _describe_violation(self, x: torch.Tensor) -> str:
         return f"is out of bounds (got min {x.min().item()}, max {x.max().item()}"

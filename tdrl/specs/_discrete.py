@@ -30,6 +30,13 @@ def _is_binary(x: torch.Tensor) -> bool:
     return bool(((x == 0) | (x == 1)).all())
 
 
+def _binary_tensor(x: torch.Tensor) -> torch.Tensor:
+    """``_is_binary`` as a 0-d bool tensor (no device sync)."""
+    if x.dtype is torch.bool:
+        return torch.ones((), dtype=torch.bool, device=x.device)
+    return ((x == 0) | (x == 1)).all()
+
+
 class _MaskedSpec(TensorSpec):
     """A discrete spec with an optional boolean ``mask`` (True = allowed)."""
 
@@ -105,7 +112,7 @@ class Categorical(_MaskedSpec):
         >>> spec.rand().tolist()
         [0, 3]
         >>> spec.is_in(torch.tensor([0, 2]))
-        False
+        tensor(False)
     """
 
     def __init__(
@@ -169,6 +176,13 @@ class Categorical(_MaskedSpec):
             return True
         allowed = self.mask.expand(*x.shape, self.n)
         return bool(allowed.gather(-1, x.long().unsqueeze(-1)).all())
+
+    def _in_domain_tensor(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mask is not None:  # the mask lookup needs the range check first (one sync)
+            return torch.tensor(self._in_domain(x), device=x.device)
+        if x.dtype is torch.bool:
+            return torch.ones((), dtype=torch.bool, device=x.device)
+        return ((x >= 0) & (x < self.n)).all()
 
     def _describe_violation(self, x: torch.Tensor) -> str:
         if not self._in_range(x):
@@ -321,9 +335,13 @@ class OneHot(_MaskedSpec):
         return F.one_hot(idx, self.n).to(self.dtype)
 
     def _in_domain(self, x: torch.Tensor) -> bool:
-        if not _is_binary(x) or not bool((x.sum(-1) == 1).all()):
-            return False
-        return self.mask is None or not bool((x.bool() & ~self.mask).any())
+        return bool(self._in_domain_tensor(x))
+
+    def _in_domain_tensor(self, x: torch.Tensor) -> torch.Tensor:
+        found = _binary_tensor(x) & (x.sum(-1) == 1).all()
+        if self.mask is not None:
+            found = found & ~(x.bool() & ~self.mask).any()
+        return found
 
     def _describe_violation(self, x: torch.Tensor) -> str:
         if not _is_binary(x) or not bool((x.sum(-1) == 1).all()):
@@ -445,7 +463,7 @@ class Binary(TensorSpec):
     Examples:
         >>> spec = Binary(4)
         >>> spec.rand().shape, spec.is_in(torch.tensor([1, 0, 1, 1], dtype=torch.int8))
-        (torch.Size([4]), True)
+        (torch.Size([4]), tensor(True))
     """
 
     _event_ndim = 1
@@ -493,6 +511,9 @@ class Binary(TensorSpec):
 
     def _in_domain(self, x: torch.Tensor) -> bool:
         return _is_binary(x)
+
+    def _in_domain_tensor(self, x: torch.Tensor) -> torch.Tensor:
+        return _binary_tensor(x)
 
     def _describe_violation(self, x: torch.Tensor) -> str:
         return f"holds non-binary values (got {x.unique()[:8].tolist()}"

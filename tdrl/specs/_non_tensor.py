@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import NonTensorData, is_non_tensor
+from tensordict import NonTensorData, is_non_tensor, is_tensor_collection
 
 from tdrl.errors import SpecError
 from tdrl.specs._base import TensorSpec, _for_key
@@ -94,12 +94,15 @@ class NonTensor(TensorSpec):
         return None
 
     def is_in(self, val: Any) -> bool:
-        """True for any ``NonTensorData``/``NonTensorStack``.
+        """True for any ``NonTensorData``/``NonTensorStack`` and any raw value that is not a
+        tensor or a TensorDict (TorchRL's rule: a string, a number, ``None``, ...).
 
         Examples:
-            >>> NonTensor().is_in(torch.zeros(1))
-            False
+            >>> NonTensor().is_in(torch.zeros(1)), NonTensor().is_in("text")
+            (False, True)
         """
+        if not isinstance(val, torch.Tensor) and not is_tensor_collection(val):
+            return True
         return bool(is_non_tensor(val))
 
     def project(self, val: Any) -> Any:

@@ -233,3 +233,47 @@ def test_make_composite_from_td_unsqueezes_null_shapes_like_torchrl():
     assert batched["r"].shape == (4,)  # only null shapes change
     with pytest.raises(NotImplementedError, match="dynamic_shape=True is not supported"):
         make_composite_from_td(td, dynamic_shape=True)
+
+
+# TorchRL's is_in answers a 0-d bool tensor for the specs that check a domain over the data, a
+# Python bool for the others, and False (a bool) when the type, shape or dtype is wrong.
+TENSOR_IS_IN = [
+    (Bounded(-1.0, 1.0, shape=(2,)), torch.tensor([0.5, -1.0]), torch.tensor([0.5, 2.0])),
+    (Categorical(3, shape=(2,)), torch.tensor([0, 2]), torch.tensor([0, 3])),
+    (
+        Categorical(3, shape=(2,), mask=torch.tensor([True, False, True])),
+        torch.tensor([0, 2]),
+        torch.tensor([0, 1]),
+    ),
+    (OneHot(3), torch.tensor([False, True, False]), torch.tensor([True, True, False])),
+    (
+        Binary(3),
+        torch.tensor([1, 0, 1], dtype=torch.int8),
+        torch.tensor([1, 2, 0], dtype=torch.int8),
+    ),
+]
+
+
+@pytest.mark.parametrize("spec,good,bad", TENSOR_IS_IN, ids=lambda s: type(s).__name__)
+def test_is_in_answers_a_0d_bool_tensor_as_torchrl(spec, good, bad):
+    for value, expected in ((good, True), (bad, False)):
+        found = spec.is_in(value)
+        assert isinstance(found, torch.Tensor) and found.shape == () and found.dtype == torch.bool
+        assert found.item() is expected
+    wrong_dtype = good.to(torch.float64 if good.dtype != torch.float64 else torch.float32)
+    assert spec.is_in(wrong_dtype) is False
+    assert spec.is_in(good[..., :1]) is False  # wrong shape
+
+
+@pytest.mark.parametrize(
+    "spec", [Unbounded(shape=(2,)), MultiCategorical([2, 3]), MultiOneHot([2, 3])]
+)
+def test_is_in_answers_a_python_bool_for_other_leaves(spec):
+    assert spec.is_in(spec.rand()) is True
+
+
+def test_non_tensor_is_in_takes_raw_values_as_torchrl():
+    spec = NonTensor(shape=())
+    assert spec.is_in("text") is True and spec.is_in(3) is True and spec.is_in(None) is True
+    assert spec.is_in(NonTensorData("a")) is True
+    assert spec.is_in(torch.ones(2)) is False
