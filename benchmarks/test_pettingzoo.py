@@ -60,7 +60,8 @@ def raw_rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         for flag in ("done", "terminated", "truncated"):
             out[prefix + flag] = torch.zeros(STEPS, n, 1, dtype=torch.bool)
             out[prefix + "root_" + flag] = torch.zeros(STEPS, 1, dtype=torch.bool)
-    obs, _ = env.reset(seed=0)
+    env.reset(seed=0)  # as PettingZooWrapper.set_seed(0): a seeded reset at once (TorchRL's)
+    obs, _ = env.reset()
     current = torch.from_numpy(np.stack([obs[a] for a in agents]))
     rows = actions.tolist()
     flags = ("done", "terminated", "truncated", "root_done", "root_terminated", "root_truncated")

@@ -219,7 +219,9 @@ def test_plain_gym_loop_matches_the_transformed_env():
     env = _gym_env("transformed")
     env.set_seed(0)
     want = env.rollout(STEPS, actions=torch.tensor(actions), break_when_any_done=False)
-    got = plain_gym_transformed(gym.make("CartPole-v1"), actions, seed=0)
+    plain_env = gym.make("CartPole-v1")
+    plain_env.reset(seed=0)  # GymEnv.set_seed(0): a seeded reset at once (TorchRL's)
+    got = plain_gym_transformed(plain_env, actions)
     assert len(got) == len(want.keys(True, True))
     for key, value in got.items():
         tkey = ("next", key[5:]) if key.startswith("next_") else key
