@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
@@ -72,7 +73,7 @@ class CollectorServer:
             spec.create_env_fns[w], policy, policy_factory=factory, **kwargs
         )
         if seed is not None:
-            self.collector.set_seed(seed)
+            self.set_seed(seed, False)
         self._it = iter(self.collector)
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
@@ -114,7 +115,14 @@ class CollectorServer:
         batch.set(VERSION_KEY, torch.full(shape, self.version, dtype=torch.long))
 
     def set_seed(self, seed: int, static_seed: bool) -> int:
-        return int(self.collector.set_seed(seed, static_seed))
+        """Seeds the collector's envs and this actor process's global torch and numpy
+        generators (the random actions and the policy's noise draw from them), as TorchRL's
+        collector worker processes do: ``Collector.set_seed`` leaves them alone, and every
+        fresh actor process would otherwise start from the same default seed."""
+        out = int(self.collector.set_seed(seed, static_seed))
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        return out
 
     def reset(self) -> None:
         self.collector.reset()

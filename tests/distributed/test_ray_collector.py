@@ -130,6 +130,20 @@ def test_seeds_states_and_reset(sync_pair):
         len(collector)
 
 
+def test_set_seed_seeds_each_actors_torch_generator(ray_session):
+    # policy None: random actions from the action spec, drawn with the actor's global torch
+    # generator, which every fresh actor process starts with the same default seed
+    collector = RayCollector(_env, None, num_collectors=2, frames_per_batch=8, sync=True)
+    with collector:
+        collector.set_seed(5)
+        collector.reset()
+        first = next(iter(collector))["action"]  # [actors, envs, T, 1]
+        assert not torch.equal(first[0], first[1])  # each actor draws noise of its own
+        collector.set_seed(5)  # the same seeds draw the same noise again
+        collector.reset()
+        assert torch.equal(next(iter(collector))["action"], first)
+
+
 def test_async_batches_are_one_actor_each_and_at_most_one_stale(ray_session):
     policy = version_policy()
     collector = RayCollector(

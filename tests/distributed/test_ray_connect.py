@@ -39,7 +39,7 @@ def _python(code, timeout=45):
 
 def test_connect_ray_to_a_closed_port_fails_after_its_timeout_naming_what_it_tried():
     port = _closed_port()
-    run, took = _python(
+    run, _ = _python(
         f"""
         import time
         from tdrl.distributed import connect_ray
