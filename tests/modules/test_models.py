@@ -222,7 +222,7 @@ class TestNormalParamExtractor:
     )
     def test_other_torchrl_mappings(self, mapping, fn) -> None:
         x = torch.tensor([[0.0, 0.5], [1.0, 2.0]])
-        loc, scale, extra = NormalParamExtractor(mapping)(x, torch.ones(3))
+        _, scale, extra = NormalParamExtractor(mapping)(x, torch.ones(3))
         torch.testing.assert_close(scale, fn(x[:, 1:]).clamp_min(1e-4))
         assert extra.shape == (3,)  # extra inputs pass through, as TorchRL's
 
