@@ -85,9 +85,7 @@ class TestInteractionType:
             params, ["logits"], distribution_class=OneHotCategorical, default_interaction_type=value
         )
         td = _td()
-        torch.testing.assert_close(
-            actor(td.clone())["action"], actor.get_dist(td).mode.to(torch.float32)
-        )
+        torch.testing.assert_close(actor(td.clone())["action"], actor.get_dist(td).mode)
 
     @pytest.mark.parametrize("value", ["bogus", 3, None])
     def test_unknown_type_raises(self, value) -> None:
@@ -115,16 +113,21 @@ class TestSpec:
         with pytest.raises(ValueError, match="safe=True needs a spec"):
             _actor(safe=True)
 
-    def test_discrete_sample_takes_the_spec_dtype(self) -> None:
+    def test_one_hot_actions_are_int64_whatever_the_spec(self) -> None:
+        # TorchRL: the action keeps the distribution's dtype (int64 one-hot), not the spec's.
         params = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
-        for dtype in (torch.bool, torch.int64):
+        for dtype in (torch.bool, torch.int64, torch.float32):
             actor = ProbabilisticActor(
                 params,
                 ["logits"],
                 distribution_class=OneHotCategorical,
                 spec=OneHot(4, dtype=dtype),
             )
-            assert actor(_td())["action"].dtype == dtype
+            assert actor(_td())["action"].dtype == torch.int64
+            with set_exploration_type(ExplorationType.RANDOM):
+                action = actor(_td())["action"]
+            assert action.dtype == torch.int64 and action.sum(-1).eq(1).all()
+            assert action.argmax(-1).shape == (50,)  # int64: argmax works (not on bool)
 
 
 class _Split(nn.Module):

@@ -21,15 +21,7 @@ from tensordict.utils import NestedKey
 from tdrl.modules.actors._safe import check_safe, output_spec, project_outputs, projections
 from tdrl.modules.actors._spec_utils import as_key_list, spec_for_key
 from tdrl.modules.distributions import Delta
-from tdrl.specs import (
-    Bounded,
-    Categorical,
-    Composite,
-    MultiCategorical,
-    MultiOneHot,
-    OneHot,
-    TensorSpec,
-)
+from tdrl.specs import Bounded, Composite, TensorSpec
 
 __all__ = ["ProbabilisticActor"]
 
@@ -82,8 +74,8 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
     Bounds that are equal everywhere are passed as floats; per-dim bounds as tensors of the
     spec shape (pass an un-batched spec then). With ``safe=True`` the written value is also
     mapped into the spec (``spec.project``) after sampling; its log-probability stays that of
-    the drawn value. With a one-hot or categorical spec, the sample is cast to the spec's
-    dtype (e.g. ``torch.bool`` one-hot actions).
+    the drawn value. As in TorchRL, the action keeps the distribution's dtype (int64 for the
+    one-hot and categorical distributions), whatever the spec's dtype.
 
     A ``tensordict.nn.CompositeDistribution`` with no ``out_keys`` writes the keys of its
     ``name_map`` (else of its ``distribution_map``), and ``out_keys`` lists them, as TorchRL.
@@ -194,8 +186,6 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self._spec = full_spec
         self.safe = safe
         self._projections = projections(full_spec) if safe else []
-        self._cast = _discrete_dtype(leaf) if len(outs) == 1 else None
-        self._action_key = outs[0]
 
     @property
     def spec(self) -> Composite:
@@ -206,10 +196,6 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
         """Runs the module and draws the action (see the class docstring for the rules)."""
         out = super().forward(tensordict, *args, **kwargs)
-        if self._cast is not None:
-            action = out.get(self._action_key)
-            if action.dtype != self._cast:
-                out.set(self._action_key, action.to(self._cast))
         if self._projections:
             project_outputs(out, self._projections)
         return out
@@ -248,13 +234,6 @@ def _default_out_keys(
         )
     name_map = kwargs.get("name_map")
     return list(name_map.values()) if name_map is not None else list(kwargs["distribution_map"])
-
-
-def _discrete_dtype(leaf: TensorSpec | None) -> torch.dtype | None:
-    """The dtype of a one-hot/categorical action spec (samples come out as floats)."""
-    if isinstance(leaf, OneHot | Categorical | MultiOneHot | MultiCategorical):
-        return leaf.dtype
-    return None
 
 
 def _suffixed(key: NestedKey) -> NestedKey:

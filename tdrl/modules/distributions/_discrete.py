@@ -19,13 +19,14 @@ __all__ = ["OneHotCategorical"]
 
 
 class OneHotCategorical(_TorchOneHotCategorical):
-    """A categorical distribution over one-hot float vectors, with a differentiable ``rsample``.
+    """A categorical distribution over one-hot vectors, with a differentiable ``rsample``.
 
-    ``sample`` draws one-hot vectors (no gradient); ``rsample`` draws exactly one-hot vectors
-    whose gradient reaches the logits through ``grad_method`` (see
-    :class:`ReparamGradientStrategy`). ``mode`` and ``deterministic_sample`` are the one-hot of
-    the most likely class; ``mean`` is ``probs``. ``log_prob`` reads the class from the
-    position of the largest entry of the last dimension.
+    As TorchRL's: ``sample`` draws one-hot ``torch.int64`` vectors (no gradient), and ``mode``
+    and ``deterministic_sample`` are the int64 one-hot of the most likely class; ``rsample``
+    draws exactly one-hot float vectors whose gradient reaches the logits through
+    ``grad_method`` (see :class:`ReparamGradientStrategy`). ``mean`` is ``probs``.
+    ``log_prob`` reads the class from the position of the largest entry of the last
+    dimension (any dtype).
 
     Args:
         logits: unnormalised log-probabilities, shape ``(*batch, n)``.
@@ -40,7 +41,7 @@ class OneHotCategorical(_TorchOneHotCategorical):
         >>> logits = torch.tensor([0.0, 3.0, 1.0], requires_grad=True)
         >>> dist = OneHotCategorical(logits=logits)
         >>> dist.mode
-        tensor([0., 1., 0.])
+        tensor([0, 1, 0])
         >>> action = dist.rsample()
         >>> action.detach().sort().values
         tensor([0., 0., 1.])
@@ -49,7 +50,9 @@ class OneHotCategorical(_TorchOneHotCategorical):
         True
     """
 
-    has_rsample = True
+    # As TorchRL's (a torch Categorical underneath): ``rsample`` exists but is not the default
+    # draw, so a ProbabilisticActor samples int64 one-hot actions under RANDOM.
+    has_rsample = False
 
     def __init__(
         self,
@@ -90,9 +93,8 @@ class OneHotCategorical(_TorchOneHotCategorical):
 
     @property
     def mode(self) -> Tensor:
-        """One-hot of the most likely class."""
-        index = self._categorical.mode
-        return torch.nn.functional.one_hot(index, self.event_shape[0]).to(self.probs.dtype)
+        """One-hot (int64) of the most likely class."""
+        return torch.nn.functional.one_hot(self._categorical.mode, self.event_shape[0])
 
     @property
     def deterministic_sample(self) -> Tensor:
@@ -112,16 +114,17 @@ class OneHotCategorical(_TorchOneHotCategorical):
         return (probs.expand(shape) / race).argmax(-1)
 
     def sample(self, sample_shape: SampleShape = _EMPTY_SHAPE) -> Tensor:
-        """Draws one-hot samples (no gradient)."""
+        """Draws int64 one-hot samples (no gradient)."""
         with torch.no_grad():
             index = self._draw(torch.Size(sample_shape))
-            return torch.nn.functional.one_hot(index, self.event_shape[0]).to(self.probs.dtype)
+            return torch.nn.functional.one_hot(index, self.event_shape[0])
 
     def rsample(self, sample_shape: SampleShape = _EMPTY_SHAPE) -> Tensor:
         """Draws exactly one-hot samples differentiable through ``grad_method``."""
         sample_shape = torch.Size(sample_shape)
         if not (torch.is_grad_enabled() and self.logits.requires_grad):
-            return self.sample(sample_shape)  # nothing to differentiate: skip the relaxation
+            # Nothing to differentiate: skip the relaxation (floats, as a relaxed sample).
+            return self.sample(sample_shape).to(self.probs.dtype)
         draw = None
         if self.grad_method is ReparamGradientStrategy.PassThrough:
             draw = self._draw(sample_shape)

@@ -304,7 +304,7 @@ class MaskedOneHotCategorical(OneHotCategorical):
         ...     logits=logits, mask=torch.tensor([False, True, True]), grad_method="RelaxedOneHot"
         ... )
         >>> dist.mode
-        tensor([0., 0., 1.])
+        tensor([0, 0, 1])
         >>> action = dist.rsample((4,))
         >>> bool((action[:, 0] == 0).all()), action.sum(-1).tolist()
         (True, [1.0, 1.0, 1.0, 1.0])
