@@ -138,7 +138,8 @@ class Bounded(TensorSpec):
                 f" {tuple(low_t.shape)}, high {tuple(high_t.shape)}; expected shapes that"
                 f" broadcast to {tuple(full)}). Fix low/high or shape."
             ) from err
-        if bool((low_t > high_t).any()):
+        # a spec on the "meta" device holds no values to compare
+        if low_t.device.type != "meta" and bool((low_t > high_t).any()):
             raise ValueError(
                 f"Bounded.__init__: low is above high (got low {low_t.tolist()}, high"
                 f" {high_t.tolist()}; expected low <= high). Swap or fix the bounds."
@@ -160,6 +161,9 @@ class Bounded(TensorSpec):
 
     def _refresh(self) -> None:
         # rand() needs a fallback only where a bound is infinite: decide it once, not per draw.
+        if self.low.device.type == "meta":
+            self._finite = True
+            return
         self._finite = bool(torch.isfinite(self.low).all() and torch.isfinite(self.high).all())
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:

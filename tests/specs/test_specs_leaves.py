@@ -379,3 +379,10 @@ def test_non_tensor():
     assert spec.unsqueeze(0).shape == (1, 2)
     with pytest.raises(SpecError, match="not non-tensor data"):
         spec.assert_is_in(torch.zeros(2), key="text")
+
+
+def test_bounded_builds_on_the_meta_device():
+    # a spec moved to "meta" (env.to("meta")) holds no values: no bound check to run
+    spec = Bounded(0, torch.iinfo(torch.int64).max, shape=(2,), dtype=torch.int64, device="meta")
+    assert spec.device == torch.device("meta") and spec.low.is_meta
+    assert Bounded(-1.0, 1.0, shape=(2,)).to("meta").high.is_meta

@@ -11,7 +11,7 @@ from tdrl.envs.core._fast import lookup, put
 from tdrl.envs.core._keys import key_tuple
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import with_prefix
-from tdrl.specs import Bounded, Categorical, Composite, TensorSpec, Unbounded
+from tdrl.specs import Bounded, Categorical, Composite, TensorSpec
 
 __all__ = ["StepCounter"]
 
@@ -80,9 +80,9 @@ class StepCounter(Transform):
         self._paths = [(key_tuple(c), key_tuple(d), key_tuple(t)) for c, d, t, _ in self._groups]
 
     def _count_spec(self, shape: torch.Size, device: torch.device | None) -> TensorSpec:
-        if self.max_steps is None:
-            return Unbounded(shape=shape, dtype=torch.int64, device=device)
-        return Bounded(0, self.max_steps, shape=shape, dtype=torch.int64, device=device)
+        # TorchRL's: from 0 to the int64 maximum, whatever max_steps is
+        high = torch.iinfo(torch.int64).max
+        return Bounded(0, high, shape=shape, dtype=torch.int64, device=device)
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         for count, _, _, shape in self._groups:

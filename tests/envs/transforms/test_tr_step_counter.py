@@ -106,3 +106,12 @@ def test_missing_count_in_the_root_names_the_transform_and_key():
 def test_bad_max_steps():
     with pytest.raises(ValueError, match="max_steps must be positive"):
         StepCounter(0)
+
+
+@pytest.mark.parametrize("max_steps", [None, 3])
+def test_count_spec_is_torchrl_bounded_zero_to_int64_max(max_steps):
+    env = TransformedEnv(TransformTestEnv((2,), max_steps=50), StepCounter(max_steps=max_steps))
+    for spec in (env.full_observation_spec["step_count"], env.full_state_spec["step_count"]):
+        assert type(spec).__name__ == "Bounded" and spec.dtype == torch.int64
+        assert spec.shape == (2, 1)
+        assert (spec.low == 0).all() and (spec.high == torch.iinfo(torch.int64).max).all()
