@@ -261,7 +261,7 @@ class TransformContract:
         transform = self.make_transform(layout)
         for _ in range(compose):
             transform = Compose(transform)
-        # wrapped once more, so that env.transform[0] is the transform under test
+        # wrapped once more, so that _under_test(env) is the transform under test
         return TransformedEnv(self.make_env(layout, batch_size), Compose(transform))
 
     def _rollout(self, env: EnvBase, seed: int = 0) -> TensorDictBase:
@@ -309,7 +309,7 @@ class TransformContract:
 
     def test_contract_forward(self, layout: str, batch_size: Any) -> None:
         env = self._env(layout, batch_size)
-        transform = env.transform[0]
+        transform = _under_test(env)
         if self.forward_mode == "raises":
             base = self._rollout(self.make_env(layout, batch_size))
             with pytest.raises(RuntimeError, match=type(transform).__name__):
@@ -356,7 +356,7 @@ class TransformContract:
         td.set("_reset", mask)
         if not self.partial_resets:
             # transforms that cannot reset part of a batch must say so, naming themselves
-            with pytest.raises(RuntimeError, match=type(env.transform[0]).__name__):
+            with pytest.raises(RuntimeError, match=type(_under_test(env)).__name__):
                 env.reset(td.clone())
             return
         out = env.reset(td.clone())
@@ -406,7 +406,7 @@ class TransformContract:
         env = self._env(layout, batch_size)
         clones: list[TransformedEnv] = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
         for clone in clones:
-            assert clone.transform[0].container is clone
+            assert _under_test(clone).container is clone
             assert clone.full_observation_spec == env.full_observation_spec
             assert clone.full_state_spec == env.full_state_spec
             clone.rollout(2)
@@ -416,3 +416,10 @@ def _is_action(key: Any, env: EnvBase) -> bool:
     inner = key[1:] if isinstance(key, tuple) and key[0] == "next" else key
     inner = inner[0] if isinstance(inner, tuple) and len(inner) == 1 else inner
     return inner in env.action_keys
+
+
+def _under_test(env: TransformedEnv) -> Transform:
+    """The transform under test: the first one of the Compose ``_env`` wraps it in."""
+    composed = env.transform
+    assert isinstance(composed, Compose)
+    return composed[0]
