@@ -1,0 +1,19 @@
+"""TorchRL's ``torchrl.objectives.multiagent.qmixer`` import path.
+
+The names are tdrl's own (the same objects as in :mod:`tdrl.objectives`), so code
+written ``from torchrl.objectives.multiagent.qmixer import ...`` runs after the import swap.
+
+Examples:
+    >>> from tdrl.objectives.multiagent.qmixer import QMixerLoss
+    >>> import tdrl.objectives
+    >>> QMixerLoss is tdrl.objectives.QMixerLoss
+    True
+"""
+
+from tdrl.objectives import (
+    QMixerLoss,
+)
+
+__all__ = [
+    "QMixerLoss",
+]
