@@ -312,6 +312,18 @@ class VmasWrapper(EnvBase):
         for plan in self._plans:
             plan.device = device
 
+    def render(self, *args: Any, **kwargs: Any) -> Any:
+        """Renders the VMAS env: ``self.env.render(*args, **kwargs)``, as TorchRL forwards it.
+
+        Examples:
+            >>> from tdrl.envs.libs.vmas import VmasEnv
+            >>> env = VmasEnv("balance", num_envs=1, continuous_actions=True, max_steps=5)
+            >>> _ = env.reset()
+            >>> env.render(mode="rgb_array").shape[-1]
+            3
+        """
+        return self.env.render(*args, **kwargs)
+
     def _close(self) -> None:
         viewer = getattr(self.env, "viewer", None)
         if viewer is not None:
