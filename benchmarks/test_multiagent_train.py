@@ -106,7 +106,9 @@ class PlainMAPPO:
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         loc, raw = self.actor(obs).chunk(2, -1)
-        scale = (F.softplus(raw + math.log(math.e - 1.0))).clamp_min(1e-4)  # softplus(0) = 1
+        # TorchRL's biased softplus: softplus(raw + shift) + 0.01, with softplus(shift) = 0.99
+        shift = math.log(math.expm1(0.99))
+        scale = (F.softplus(raw + shift) + 0.01).clamp_min(1e-4)  # 1 at raw = 0
         eps = torch.finfo(action.dtype).eps
         x = torch.atanh(action.clamp(-1 + eps, 1 - eps))
         normal = -0.5 * ((x - loc) / scale) ** 2 - scale.log() - 0.5 * math.log(2 * math.pi)
