@@ -19,6 +19,7 @@ from tdrl.objectives._targets import HardUpdate, SoftUpdate, TargetNetUpdater
 from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives.value import (
     GAE,
+    MultiAgentGAE,
     TD0Estimator,
     TD1Estimator,
     TDLambdaEstimator,
@@ -39,6 +40,7 @@ __all__ = [
     "IQLLoss",
     "KLPENPPOLoss",
     "LossModule",
+    "MultiAgentGAE",
     "PPOLoss",
     "PolicyGradientLoss",
     "QEnsemble",

@@ -15,9 +15,11 @@ from tdrl.objectives.value._estimators import (
     TDLambdaEstimator,
     ValueEstimators,
 )
+from tdrl.objectives.value._multiagent import MultiAgentGAE
 
 __all__ = [
     "GAE",
+    "MultiAgentGAE",
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",

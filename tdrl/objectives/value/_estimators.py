@@ -30,6 +30,7 @@ class ValueEstimators(enum.Enum):
     TD1 = "TD(1)"
     TDLambda = "TD(lambda)"
     GAE = "GAE"
+    MAGAE = "MAGAE"
 
 
 class _TDBase(ValueEstimatorBase):

@@ -12,6 +12,7 @@ Examples:
 
 from tdrl.objectives.value import (
     GAE,
+    MultiAgentGAE,
     TD0Estimator,
     TD1Estimator,
     TDLambdaEstimator,
@@ -20,6 +21,7 @@ from tdrl.objectives.value import (
 
 __all__ = [
     "GAE",
+    "MultiAgentGAE",
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",
