@@ -23,6 +23,13 @@ class ValueKeys:
     ``reward``, ``done`` and ``terminated`` are read under ``"next"``; ``value`` is read at the
     root and under ``"next"``; ``advantage`` and ``value_target`` are written at the root.
 
+    ``steps_to_next_obs`` (read at the root when present, e.g. written by an n-step transform)
+    is the number of steps between a sample and its ``"next"`` observation: the estimators
+    discount with ``gamma ** steps_to_next_obs`` there, as TorchRL. ``sample_log_prob`` is
+    TorchRL's key of the behaviour policy's log-probability (its V-trace estimator reads it);
+    none of tdrl's estimators reads it, it is kept so that keys set on a loss or estimator
+    carry over (default ``"action_log_prob"``, TorchRL's default).
+
     Examples:
         >>> ValueKeys().reward
         'reward'
@@ -36,6 +43,8 @@ class ValueKeys:
     value: NestedKey = "state_value"
     advantage: NestedKey = "advantage"
     value_target: NestedKey = "value_target"
+    steps_to_next_obs: NestedKey = "steps_to_next_obs"
+    sample_log_prob: NestedKey = "action_log_prob"
 
 
 def _as_tuple(key: NestedKey) -> tuple[str, ...]:
@@ -192,7 +201,8 @@ class ValueEstimatorBase(nn.Module):
 
         Args:
             **keys: any of ``reward``, ``done``, ``terminated``, ``value``, ``advantage``,
-                ``value_target``, mapped to a (nested) key.
+                ``value_target``, ``steps_to_next_obs``, ``sample_log_prob``, mapped to a
+                (nested) key.
 
         Examples:
             >>> from tdrl.objectives.value import GAE
@@ -278,6 +288,7 @@ class ValueEstimatorBase(nn.Module):
         next_value: Tensor | None = None,
         time_dim: int | None = None,
         params: TensorDictBase | None = None,
+        **kwargs: object,
     ) -> Tensor:
         """Returns the value target of ``tensordict`` without writing it (TorchRL's method).
 
@@ -287,6 +298,9 @@ class ValueEstimatorBase(nn.Module):
             next_value: the bootstrap values ``V(s_{t+1})`` to use instead of the network's.
             time_dim: the time dim of ``tensordict`` (overrides the constructor's).
             params: parameters of the value network for the root values.
+            **kwargs: keyword arguments passed to every call of the value network
+                (``value_network(td, **kwargs)``), as TorchRL documents; they need a value
+                network that is called (no ``next_value``, values not reused).
 
         Examples:
             >>> import torch
@@ -303,7 +317,7 @@ class ValueEstimatorBase(nn.Module):
         with grad:
             reward, done, terminated = self._signals(tensordict)
             if next_value is None:
-                value, next_value = self._values(tensordict, params, target_params)
+                value, next_value = self._values(tensordict, params, target_params, kwargs)
             else:
                 value = tensordict.get(self._keys.value, None)
                 if value is None:
@@ -337,6 +351,20 @@ class ValueEstimatorBase(nn.Module):
         else:
             terminated = self._expand_flag(terminated, reward, keys.terminated)
         return reward, done, terminated
+
+    def _discount(self, tensordict: TensorDictBase | None, reward: Tensor) -> float | Tensor:
+        """``gamma``, or ``gamma ** steps_to_next_obs`` where that entry is present (TorchRL)."""
+        steps = None if tensordict is None else tensordict.get(self._keys.steps_to_next_obs, None)
+        if steps is None:
+            return self.gamma
+        if steps.numel() == reward.numel():
+            steps = steps.reshape(reward.shape)
+        else:
+            steps = self._expand_flag(steps, reward, self._keys.steps_to_next_obs)
+        gamma = self.gamma
+        if not isinstance(gamma, Tensor):
+            gamma = torch.tensor(gamma, dtype=reward.dtype, device=reward.device)
+        return gamma.to(reward.device) ** steps
 
     def _groups(self, tensordict: TensorDictBase | None) -> Tensor | None:
         """The ``group_key`` ids of ``tensordict`` (None without a group key)."""
@@ -394,6 +422,7 @@ class ValueEstimatorBase(nn.Module):
         td: TensorDictBase,
         params: TensorDictBase | None = None,
         target_params: TensorDictBase | None = None,
+        kwargs: dict[str, object] | None = None,
     ) -> tuple[Tensor, Tensor]:
         value_key = _as_tuple(self._keys.value)
         next_key = ("next", *value_key)
@@ -408,12 +437,12 @@ class ValueEstimatorBase(nn.Module):
             inputs = td.empty(batch_size=(2, *td.batch_size), names=None)
             for key in in_keys:
                 inputs.set(key, torch.stack([self._get(td, key), self._get(nxt, key)]))
-            value, next_value = self._call(net, inputs, value_key, 1).unbind(0)
+            value, next_value = self._call(net, inputs, value_key, 1, None, kwargs).unbind(0)
         else:
             if target_params is None and params is not None:
                 target_params = params.detach()
-            value = self._call(net, td.select(*in_keys), value_key, 0, params)
-            next_value = self._call(net, nxt.select(*in_keys), value_key, 0, target_params)
+            value = self._call(net, td.select(*in_keys), value_key, 0, params, kwargs)
+            next_value = self._call(net, nxt.select(*in_keys), value_key, 0, target_params, kwargs)
         td.set(value_key, value)
         td.set(next_key, next_value)
         return value, next_value
@@ -425,8 +454,9 @@ class ValueEstimatorBase(nn.Module):
         value_key: tuple[str, ...],
         lead: int,
         params: TensorDictBase | None = None,
+        kwargs: dict[str, object] | None = None,
     ) -> Tensor:
-        """Runs ``net`` on ``inputs`` (in chunks when asked, with ``params`` when given)."""
+        """Runs ``net`` on ``inputs`` (in chunks when asked, with ``params`` and ``kwargs``)."""
         ndim = inputs.ndim - lead
         dim = self.value_chunk_dim
         if not -ndim <= dim < ndim:
@@ -445,7 +475,8 @@ class ValueEstimatorBase(nn.Module):
         values = []
         with ctx:
             for chunk in chunks:
-                values.append(self._output(net, net(chunk), value_key))
+                out = net(chunk) if not kwargs else net(chunk, **kwargs)
+                values.append(self._output(net, out, value_key))
         return values[0] if len(values) == 1 else torch.cat(values, dim)
 
     def _output(

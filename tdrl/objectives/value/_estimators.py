@@ -82,13 +82,21 @@ class _TDBase(ValueEstimatorBase):
         time_dim: int,
         tensordict: TensorDictBase | None = None,
     ) -> tuple[Tensor, Tensor]:
+        gamma = self._discount(tensordict, reward)
         if self.average_rewards:
             reward = _standardise(reward, 1e-5, self._groups(tensordict))
-        target = self._target(next_value, reward, done, terminated, time_dim=time_dim)
+        target = self._target(gamma, next_value, reward, done, terminated, time_dim=time_dim)
         return target - value, target
 
     def _target(
-        self, next_value: Tensor, reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int
+        self,
+        gamma: float | Tensor,
+        next_value: Tensor,
+        reward: Tensor,
+        done: Tensor,
+        terminated: Tensor,
+        *,
+        time_dim: int,
     ) -> Tensor:
         raise NotImplementedError
 
@@ -117,9 +125,16 @@ class TD0Estimator(_TDBase):
     """
 
     def _target(
-        self, next_value: Tensor, reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int
+        self,
+        gamma: float | Tensor,
+        next_value: Tensor,
+        reward: Tensor,
+        done: Tensor,
+        terminated: Tensor,
+        *,
+        time_dim: int,
     ) -> Tensor:
-        return functional.td0_return_estimate(self.gamma, next_value, reward, terminated)
+        return functional.td0_return_estimate(gamma, next_value, reward, terminated)
 
 
 class TD1Estimator(_TDBase):
@@ -146,10 +161,17 @@ class TD1Estimator(_TDBase):
     """
 
     def _target(
-        self, next_value: Tensor, reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int
+        self,
+        gamma: float | Tensor,
+        next_value: Tensor,
+        reward: Tensor,
+        done: Tensor,
+        terminated: Tensor,
+        *,
+        time_dim: int,
     ) -> Tensor:
         return functional.td1_return_estimate(
-            self.gamma, next_value, reward, done, terminated, time_dim=time_dim
+            gamma, next_value, reward, done, terminated, time_dim=time_dim
         )
 
 
@@ -221,14 +243,21 @@ class TDLambdaEstimator(_TDBase):
         self._set_factor("lmbda", lmbda)
 
     def _target(
-        self, next_value: Tensor, reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int
+        self,
+        gamma: float | Tensor,
+        next_value: Tensor,
+        reward: Tensor,
+        done: Tensor,
+        terminated: Tensor,
+        *,
+        time_dim: int,
     ) -> Tensor:
         fn = (
             functional.td_lambda_return_estimate
             if self.vectorized
             else _reference.td_lambda_return_estimate_loop
         )
-        return fn(self.gamma, self.lmbda, next_value, reward, done, terminated, time_dim=time_dim)
+        return fn(gamma, self.lmbda, next_value, reward, done, terminated, time_dim=time_dim)
 
 
 class GAE(ValueEstimatorBase):
@@ -315,6 +344,7 @@ class GAE(ValueEstimatorBase):
         target_params: TensorDictBase | None = None,
         time_dim: int | None = None,
         next_value: Tensor | None = None,
+        **kwargs: object,
     ) -> Tensor:
         """Returns the value target (advantage + value) without writing it (TorchRL's order).
 
@@ -324,9 +354,10 @@ class GAE(ValueEstimatorBase):
             target_params: parameters for the next values (``params`` detached when None).
             time_dim: the time dim of ``tensordict`` (overrides the constructor's).
             next_value: bootstrap values to use instead of the network's.
+            **kwargs: keyword arguments passed to every call of the value network.
         """
         return super().value_estimate(
-            tensordict, target_params, next_value, time_dim=time_dim, params=params
+            tensordict, target_params, next_value, time_dim=time_dim, params=params, **kwargs
         )
 
     def _estimate(
@@ -340,6 +371,7 @@ class GAE(ValueEstimatorBase):
         time_dim: int,
         tensordict: TensorDictBase | None = None,
     ) -> tuple[Tensor, Tensor]:
+        gamma = self._discount(tensordict, reward)
         if self.auto_reset_env:
             # TorchRL: a truncated step bootstraps from V(s_t) folded into its reward, and
             # every done step (truncated or terminated) ends the recursion.
@@ -350,7 +382,7 @@ class GAE(ValueEstimatorBase):
                 )
             truncated = self._get(tensordict, ("next", "truncated"))
             truncated = self._expand_flag(truncated, reward, "truncated").to(reward.dtype)
-            reward = reward + self.gamma * value * truncated
+            reward = reward + gamma * value * truncated
             terminated = done
         fn = (
             _reference.generalized_advantage_estimate_loop
@@ -358,7 +390,7 @@ class GAE(ValueEstimatorBase):
             else functional.generalized_advantage_estimate
         )
         advantage, target = fn(
-            self.gamma,
+            gamma,
             self.lmbda,
             value,
             next_value,
