@@ -22,6 +22,12 @@ from tdrl.envs.core._exploration_type import (
     exploration_type,
     set_exploration_type,
 )
+from tdrl.modules._value_norm import (
+    PercentileValueNorm,
+    PopArtValueNorm,
+    RunningValueNorm,
+    ValueNorm,
+)
 from tdrl.modules.actors import (
     Actor,
     ActorCriticOperator,
@@ -89,6 +95,8 @@ __all__ = [
     "NormalParamExtractor",
     "OneHotCategorical",
     "OrnsteinUhlenbeckProcessModule",
+    "PercentileValueNorm",
+    "PopArtValueNorm",
     "ProbabilisticActor",
     "QMixer",
     "QValueActor",
@@ -96,6 +104,7 @@ __all__ = [
     "RandomPolicy",
     "RecurrentModuleBase",
     "ReparamGradientStrategy",
+    "RunningValueNorm",
     "SafeModule",
     "SafeSequential",
     "TanhDelta",
@@ -103,6 +112,7 @@ __all__ = [
     "TanhNormal",
     "TruncatedNormal",
     "VDNMixer",
+    "ValueNorm",
     "ValueOperator",
     "exploration_type",
     "recurrent_mode",
