@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gymnasium
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -11,6 +13,7 @@ from torch import nn
 from tdrl.envs.builtin import PendulumV1Env
 from tdrl.envs.core import _rollout as rollout_module
 from tdrl.envs.core._rollout import cast_plan, policy_device
+from tdrl.envs.libs import GymEnv
 from tdrl.testing import CountingEnv
 
 CPU = torch.device("cpu")
@@ -116,3 +119,55 @@ def test_move_clears_or_moves_the_device():
     td = TensorDict(a=torch.zeros(1), device="cpu")
     assert rollout_module._move(td, CPU) is td
     assert rollout_module._move(td, None) is td and td.device is None
+
+
+class _ResetCountingEnv(CountingEnv):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.resets = 0
+
+    def _reset(self, tensordict):
+        self.resets += 1
+        return super()._reset(tensordict)
+
+
+def test_the_last_step_of_a_nonstop_rollout_is_not_reset_nor_called_back():
+    # TorchRL: the last step is a plain step (no reset after it) and the callback runs after
+    # every step but the last
+    env = _ResetCountingEnv(batch_size=(2,), max_steps=3)
+    seen = []
+    td = env.rollout(6, callback=lambda e, t: seen.append(t), break_when_any_done=False)
+    assert td["next", "done"][:, -1].all()  # the episode ends at the last step
+    assert env.resets == 2  # the first reset, the one after step 3; none after step 6
+    assert len(seen) == 5
+
+
+class _ResetCountingGym(gymnasium.Env):
+    """Episodes of 3 steps; counts its resets (in the class: GymEnv builds the env)."""
+
+    observation_space = gymnasium.spaces.Box(-10.0, 10.0, shape=(1,), dtype=np.float32)
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        type(self).resets += 1
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, dtype=np.float32), 1.0, self.t >= 3, False, {}
+
+
+gymnasium.register("tdrl-test/ResetCounting-v0", entry_point=_ResetCountingGym)
+
+
+def test_the_row_path_does_not_reset_after_the_last_step_either():
+    env = GymEnv("tdrl-test/ResetCounting-v0")
+    _ResetCountingGym.resets = 0
+    seen = []
+    td = env.rollout(42, callback=lambda e, t: seen.append(t), break_when_any_done=False)
+    assert td["next", "done"][-1].all()  # step 42 ends an episode
+    assert _ResetCountingGym.resets == 14  # the first, then after steps 3, 6, ..., 39
+    assert len(seen) == 41

@@ -197,6 +197,10 @@ def _general(
             if env.any_done(root):
                 return root, True
             td = root
+        elif i == max_steps - 1:
+            # TorchRL: the last step is not followed by a reset (nor by the callback)
+            steps.append(env.step(td))
+            break
         else:
             td, nxt = env.step_and_maybe_reset(td)
             steps.append(td)
@@ -220,12 +224,11 @@ def _rows(
     env, reset, advance = run.env, not stop, run.advance
     while True:
         td = act(root)
-        done = advance(td, reset)
+        # TorchRL resets nothing after the last step, and calls no callback after it
+        done = advance(td, reset and run.t < count - 1)
         if done < 0:
             return td, True
         if run.t == count or (stop and done):
-            if callback is not None and not stop:
-                callback(env, run.root())
             return None, False
         root = run.root()
         if callback is not None:

@@ -25,10 +25,12 @@ class VecNorm(Transform):
     Per entry and feature (the dims after the env batch dims; agents keep their own
     statistics) the transform keeps decayed sums ``S = decay * S + sum(x)``,
     ``Q = decay * Q + sum(x ** 2)`` and counts ``N = decay * N + n`` over the batch, updated
-    with every step's data and, on reset, with the data of the members (groups, agents) that
-    reset only; ``loc = S / N`` and ``scale = sqrt(max(Q / N - loc ** 2, eps))`` (then at
-    least ``eps``), as in TorchRL. Each value is normalised with the statistics that include
-    it. Frozen, the statistics do not change. :attr:`loc` and :attr:`scale` give them as
+    with every step's data and with every reset's data, as in TorchRL: a reset updates them
+    with every row, so on a partial reset the rows that do not reset count their current
+    (last stepped) value once more, while their normalised output stays the one they had;
+    ``loc = S / N`` and ``scale = sqrt(max(Q / N - loc ** 2, eps))`` (then at least ``eps``),
+    as in TorchRL. Each value is normalised with the statistics that include it. Frozen, the
+    statistics do not change. :attr:`loc` and :attr:`scale` give them as
     TensorDicts keyed by the ``in_keys``, and :meth:`to_observation_norm` a fixed
     :class:`ObservationNorm` for evaluation envs.
 
@@ -116,6 +118,9 @@ class VecNorm(Transform):
         self.frozen = frozen
         self._batch_ndim = 0
         self._dtypes: dict[int, torch.dtype] = {}
+        # the last un-normalised value of each entry (a reference, no copy): on a partial reset
+        # the rows that do not reset count it again, as TorchRL's reset counts every row
+        self._last: dict[int, torch.Tensor] = {}
         for i in range(len(self.in_keys)):
             for name in STATS:
                 # not persistent: the state dict holds them under TorchRL's names (_extra_state)
@@ -162,6 +167,7 @@ class VecNorm(Transform):
         self.in_keys = [self.in_keys[i] for i in keep]
         self.out_keys = [self.out_keys[i] for i in keep]
         self._dtypes = dtypes
+        self._last = {}
         for j, values in enumerate(stats):
             for name, value in zip(STATS, values):
                 self.register_buffer(f"{name}_{j}", value, persistent=False)
@@ -219,17 +225,14 @@ class VecNorm(Transform):
         std = torch.where(seen, std.clamp_min(self.eps), 1.0)
         return mean, std
 
-    def _update(self, i: int, value: torch.Tensor, mask: torch.Tensor | None) -> None:
-        if self.frozen or (mask is not None and not bool(mask.any())):
+    def _update(self, i: int, value: torch.Tensor) -> None:
+        if self.frozen:
             return
         lead = value.ndim - getattr(self, f"sum_{i}").ndim
         dims = tuple(range(lead))
         x = value.double()
-        if mask is None:
-            weight = torch.ones((), dtype=torch.float64, device=x.device).expand(x.shape)
-        else:
-            weight = mask.to(torch.float64).expand(x.shape)
-        s, q, n = x * weight, x * x * weight, weight
+        s, q = x, x * x
+        n = torch.ones((), dtype=torch.float64, device=x.device).expand(x.shape)
         if dims:  # sum over the batch dims (``sum(())`` would reduce every dim)
             s, q, n = s.sum(dims), q.sum(dims), n.sum(dims)
         for name, new in (("sum", s), ("sumsq", q), ("count", n)):
@@ -248,7 +251,8 @@ class VecNorm(Transform):
             value = tensordict.get(in_key, None)
             if value is None:
                 raise self._missing_key(in_key, tensordict, "_call")
-            self._update(i, value, None)
+            self._update(i, value)
+            self._last[i] = value
             tensordict.set(out_key, self._normalize(i, value))
         return tensordict
 
@@ -262,10 +266,23 @@ class VecNorm(Transform):
                 continue  # rewards do not exist after a reset
             if value is None:
                 raise self._missing_key(in_key, tensordict_out, "_reset")
-            self._update(i, value, self._reset_mask(tensordict_in, in_key, value))
+            self._update(i, self._reset_rows(i, tensordict_in, in_key, value))
             new = self._normalize(i, value)
             tensordict_out.set(out_key, self._where_reset(tensordict_in, out_key, new))
         return tensordict_out
+
+    def _reset_rows(
+        self, i: int, tensordict_in: TensorDictBase | None, key: Any, value: torch.Tensor
+    ) -> torch.Tensor:
+        """What a reset adds to the statistics of entry ``i``: every row, as in TorchRL. Rows
+        that do not reset add their current value: the last one stepped (``value`` may hold
+        another transform's kept output there), or ``value`` before any step."""
+        mask = self._reset_mask(tensordict_in, key, value)
+        last = self._last.get(i)
+        if mask is not None and last is not None and last.shape == value.shape:
+            value = torch.where(mask, value, last.to(value.device))
+        self._last[i] = value
+        return value
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Updates the statistics with the keys as given (unless frozen), then normalises them.
@@ -292,7 +309,7 @@ class VecNorm(Transform):
                 continue
             if getattr(self, f"count_{i}") is None:
                 self._init_stats(i, value.shape[tensordict.batch_dims :], value.dtype)
-            self._update(i, value, None)
+            self._update(i, value)
             tensordict.set(out_key, self._normalize(i, value))
         return tensordict
 

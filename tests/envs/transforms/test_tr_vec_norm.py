@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from tdrl.envs import TransformedEnv, VecNorm
+from tdrl.envs import Compose, ObservationNorm, TransformedEnv, VecNorm
 from tdrl.testing import NestedCountingEnv, TransformContract, TransformTestEnv
 
 
@@ -89,23 +89,48 @@ def test_state_dict_round_trip_gives_the_same_normalisation():
     torch.testing.assert_close(a, b)
 
 
-def test_partial_reset_updates_only_with_the_reset_agent():
+def test_partial_reset_updates_with_every_row_as_torchrl():
+    # TorchRL's reset updates the statistics with every row of the reset data: the rows that
+    # do not reset count their current value again; their output stays the one they had
     env = TransformedEnv(
         NestedCountingEnv(batch_size=(2,), max_steps=50),
-        VecNorm(("nested_1", "observation"), ("nested_1", "n"), decay=1.0),
+        VecNorm(("nested_1", "observation"), ("nested_1", "n"), decay=0.5),
     )
     td = env.step_mdp(env.step(env.rand_action(env.reset())))
     t = env.transform
-    count = t.count_0.clone()
+    count, total = t.count_0.clone(), t.sum_0.clone()
     assert count.shape == (3, 1)  # per agent
     before = td["nested_1", "n"].clone()
     mask = torch.zeros(2, 3, 1, dtype=torch.bool)
     mask[1, 2] = True
     td[("nested_1", "_reset")] = mask
     out = env.reset(td)
-    assert (t.count_0 - count).flatten().tolist() == [0.0, 0.0, 1.0]
+    # rows: [1, 1, 1] (not reset) and [1, 1, 0] (agent 2 reset to 0)
+    torch.testing.assert_close(t.count_0, 0.5 * count + 2.0)
+    torch.testing.assert_close(t.sum_0, 0.5 * total + torch.tensor([[2.0], [2.0], [1.0]]).double())
     keep = ~mask.expand(2, 3, 1)
     assert out["nested_1", "n"][keep].equal(before[keep])
+
+
+def test_partial_reset_after_another_transform_counts_the_raw_values():
+    # a transform before VecNorm keeps its output (here VecNorm's) in the rows that do not
+    # reset: VecNorm counts their last un-normalised value there, as TorchRL counts the env's
+    env = TransformedEnv(
+        TransformTestEnv((2,), max_steps=50),
+        Compose(
+            ObservationNorm(loc=0.0, scale=2.0, in_keys=["observation"]),  # x * 2
+            VecNorm("observation", decay=1.0),
+        ),
+    )
+    td = env.step_mdp(env.step(env.rand_action(env.reset())))
+    t = env.transform[1]
+    reset_obs, step_obs = torch.tensor([1.0, 1.0, 1.0]), torch.tensor([3.0, 5.0, -1.0])
+    torch.testing.assert_close(t.sum_0, (2 * reset_obs + 2 * step_obs).double())
+    td["_reset"] = torch.tensor([[True], [False]])
+    env.reset(td)
+    # row 0 resets (reset_obs), row 1 counts its last value (step_obs) again
+    torch.testing.assert_close(t.sum_0, (3 * reset_obs + 3 * step_obs).double())
+    torch.testing.assert_close(t.count_0, torch.full((3,), 6.0, dtype=torch.float64))
 
 
 def test_bad_decay():

@@ -75,8 +75,14 @@ def test_round_trip_keeps_per_agent_counts():
     td[("nested_1", "_reset")] = mask
     env.reset(td)
     state = env.state_dict()
-    count = state["_extra_state"]["nested_1-<.>-observation_count"]
-    assert count.flatten().tolist() == [4.0, 4.0, 5.0]  # counts differ: kept per feature
+    key = "nested_1-<.>-observation_count"
+    # a reset counts every row (TorchRL): one count for all, saved as TorchRL's one element
+    assert state["_extra_state"][key].tolist() == [6.0]
+    state["_extra_state"][key] = torch.tensor([[4.0], [4.0], [5.0]], dtype=torch.float64)
+    env.load_state_dict(state)
+    state = env.state_dict()
+    count = state["_extra_state"][key]
+    assert count.flatten().tolist() == [4.0, 4.0, 5.0]  # counts that differ: kept per feature
     other = TransformedEnv(
         NestedCountingEnv(batch_size=(2,), max_steps=50),
         VecNorm(("nested_1", "observation"), ("nested_1", "n"), decay=1.0),
