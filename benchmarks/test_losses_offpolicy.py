@@ -44,6 +44,10 @@ from tdrl.objectives import (
     TD3Loss,
 )
 
+# TorchRL's biased softplus scale (NormalParamExtractor's default): softplus(raw +
+# _SHIFT) + 0.01, which is 1 at raw = 0
+_SHIFT = math.log(math.expm1(0.99))
+
 torch.set_num_threads(1)
 
 # CPU time of the process, not wall time: on shared cores a preempted round would otherwise
@@ -164,7 +168,7 @@ def clone_frozen(module):
 def tanh_normal(out):
     """Plain TanhNormal sample on [-1, 1]: (action, log_prob) from the actor's raw output."""
     loc, raw = out.chunk(2, -1)
-    scale = F.softplus(raw + math.log(math.e - 1)).clamp_min(1e-4)
+    scale = (F.softplus(raw + _SHIFT) + 0.01).clamp_min(1e-4)
     x = loc + scale * torch.randn_like(loc)
     log_prob = -0.5 * ((x - loc) / scale).pow(2) - scale.log() - 0.5 * math.log(2 * math.pi)
     log_det = 2 * (math.log(2) - x - F.softplus(-2 * x))
@@ -173,7 +177,7 @@ def tanh_normal(out):
 
 def tanh_normal_log_prob(out, action):
     loc, raw = out.chunk(2, -1)
-    scale = F.softplus(raw + math.log(math.e - 1)).clamp_min(1e-4)
+    scale = (F.softplus(raw + _SHIFT) + 0.01).clamp_min(1e-4)
     eps = torch.finfo(action.dtype).eps
     x = torch.atanh(action.clamp(-1 + eps, 1 - eps))
     log_prob = -0.5 * ((x - loc) / scale).pow(2) - scale.log() - 0.5 * math.log(2 * math.pi)

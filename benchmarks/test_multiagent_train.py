@@ -36,6 +36,10 @@ from tdrl.collectors import Collector
 from tdrl.train import load_config
 from tdrl.train._multiagent_ppo import MultiAgentPPOTrainer
 
+# TorchRL's biased softplus scale (NormalParamExtractor's default): softplus(raw +
+# _SHIFT) + 0.01, which is 1 at raw = 0
+_SHIFT = math.log(math.expm1(0.99))
+
 torch.set_num_threads(1)
 
 pytestmark = pytest.mark.benchmark(
@@ -106,9 +110,7 @@ class PlainMAPPO:
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         loc, raw = self.actor(obs).chunk(2, -1)
-        # TorchRL's biased softplus: softplus(raw + shift) + 0.01, with softplus(shift) = 0.99
-        shift = math.log(math.expm1(0.99))
-        scale = (F.softplus(raw + shift) + 0.01).clamp_min(1e-4)  # 1 at raw = 0
+        scale = (F.softplus(raw + _SHIFT) + 0.01).clamp_min(1e-4)
         eps = torch.finfo(action.dtype).eps
         x = torch.atanh(action.clamp(-1 + eps, 1 - eps))
         normal = -0.5 * ((x - loc) / scale) ** 2 - scale.log() - 0.5 * math.log(2 * math.pi)
@@ -197,7 +199,7 @@ class PlainRollout:
         for t in range(STEPS):
             obs = self._obs()
             loc, raw = self.actor(obs).chunk(2, -1)
-            scale = F.softplus(raw + math.log(math.e - 1.0)).clamp_min(1e-4)
+            scale = (F.softplus(raw + _SHIFT) + 0.01).clamp_min(1e-4)
             x = loc + scale * torch.randn_like(loc)
             action = torch.tanh(x)
             normal = -0.5 * ((x - loc) / scale) ** 2 - scale.log() - 0.5 * math.log(2 * math.pi)
