@@ -7,6 +7,7 @@ from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import QEnsemble
 from tdrl.objectives._iql import DiscreteIQLLoss, IQLLoss
+from tdrl.objectives._mappo import IPPOLoss, MAPPOLoss
 from tdrl.objectives._optim import group_optimizers
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, distance_loss
 from tdrl.objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
@@ -37,9 +38,11 @@ __all__ = [
     "DiscreteIQLLoss",
     "DiscreteSACLoss",
     "HardUpdate",
+    "IPPOLoss",
     "IQLLoss",
     "KLPENPPOLoss",
     "LossModule",
+    "MAPPOLoss",
     "MultiAgentGAE",
     "PPOLoss",
     "PolicyGradientLoss",

@@ -234,6 +234,7 @@ class PolicyGradientLoss(LossModule):
                 )
         inputs = td.select(*self.critic_network.in_keys, strict=False)
         value = self.critic_network(inputs).get(keys.value)
+        target, value, old = self._critic_loss_inputs(target, value, old)
         loss = distance_loss(value, target, self.loss_critic_type, strict_shape=False)
         clip_fraction = None
         if old is not None and self.clip_value is not None:
@@ -250,6 +251,14 @@ class PolicyGradientLoss(LossModule):
             resid = torch.var(target - value, dim=0, correction=0)
             explained = 1.0 - resid / (torch.var(target, dim=0, correction=0) + eps)
         return self.critic_coeff * loss, clip_fraction, explained
+
+    def _critic_loss_inputs(
+        self, target: Tensor, value: Tensor, old: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """TorchRL's hook on ``(value_target, value, collection-time value)`` before the
+        distance, the value clipping and the explained variance: unchanged here; MAPPOLoss
+        normalises them with its ``value_norm``."""
+        return target, value, old
 
     def loss_critic(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor | None]:
         """The critic's loss, as TorchRL's A2C/REINFORCE ``loss_critic``.

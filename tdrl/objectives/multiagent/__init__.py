@@ -11,9 +11,13 @@ Examples:
 """
 
 from tdrl.objectives import (
+    IPPOLoss,
+    MAPPOLoss,
     QMixerLoss,
 )
 
 __all__ = [
+    "IPPOLoss",
+    "MAPPOLoss",
     "QMixerLoss",
 ]
