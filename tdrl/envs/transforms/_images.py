@@ -166,7 +166,11 @@ class Resize(Transform):
 
 
 class GrayScale(Transform):
-    """RGB ``[..., 3, H, W]`` images to luminance ``[..., 1, H, W]`` (ITU-R 601 weights).
+    """RGB ``[..., 3, H, W]`` images to luminance ``[..., 1, H, W]``, as TorchRL (and
+    torchvision): ``0.2989 * r + 0.587 * g + 0.114 * b``, cast back to the image's dtype, so
+    integer images are truncated (not rounded). Bounded specs get their bounds mapped the
+    same way (a uint8 ``[0, 255]`` image gives ``[0, 254]``, a float ``[0, 1]`` one
+    ``[0, 0.9999]``).
 
     Args:
         in_keys: image entries (``None``: ``"pixels"``).
@@ -181,24 +185,25 @@ class GrayScale(Transform):
         torch.Size([1, 6, 8])
     """
 
-    weights: torch.Tensor
-
     def __init__(self, in_keys: KeysArg = None, out_keys: KeysArg = None) -> None:
         super().__init__(in_keys="pixels" if in_keys is None else in_keys, out_keys=out_keys)
-        self.register_buffer("weights", torch.tensor([0.299, 0.587, 0.114]), persistent=False)
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         _check_image("GrayScale._apply_transform", value, channels=3)
-        w = self.weights.to(value.device).reshape(3, 1, 1)
-        x = value if value.dtype.is_floating_point else value.float()
-        out = (x * w.to(x.dtype)).sum(-3, keepdim=True)
-        if not value.dtype.is_floating_point:
-            out = out.round()
-        return out.to(value.dtype)
+        return _gray(value)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         shape = torch.Size((*spec.shape[:-3], 1, *spec.shape[-2:]))
+        if isinstance(spec, Bounded) and len(spec.shape) >= 3 and spec.shape[-3] == 3:
+            low, high = (_gray(b.expand(spec.shape)) for b in (spec.low, spec.high))
+            return Bounded(low, high, shape=shape, device=spec.device, dtype=spec.dtype)
         return _same_bounds(spec, shape, spec.dtype or torch.float32)
+
+
+def _gray(value: torch.Tensor) -> torch.Tensor:
+    """TorchRL's (torchvision's) luminance, in its order of operations and dtype rules."""
+    r, g, b = value.unbind(-3)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).to(value.dtype).unsqueeze(-3)
 
 
 class Crop(Transform):

@@ -16,7 +16,7 @@ from tdrl.envs import (
     ToTensorImage,
     TransformedEnv,
 )
-from tdrl.specs import Bounded
+from tdrl.specs import Bounded, Composite
 from tdrl.testing import TransformContract, TransformTestEnv
 
 
@@ -54,7 +54,8 @@ def test_pipeline_values(batch):
     td = env.reset()
     img = td["pixels"].permute(*range(len(batch)), -1, -3, -2).float() / 255
     torch.testing.assert_close(td["img"], img)
-    gray = (img * torch.tensor([0.299, 0.587, 0.114]).reshape(3, 1, 1)).sum(-3, keepdim=True)
+    # TorchRL's (torchvision's) coefficients
+    gray = (img * torch.tensor([0.2989, 0.587, 0.114]).reshape(3, 1, 1)).sum(-3, keepdim=True)
     torch.testing.assert_close(td["gray"], gray)
     # TorchRL hands [w, h] to torchvision's antialiased resize: w rows, h columns
     ref = F.interpolate(
@@ -70,7 +71,19 @@ def test_integer_images_keep_their_dtype():
     t = Compose(GrayScale(), Resize(2, 2, interpolation="nearest"))
     td = t(TensorDict(pixels=torch.full((2, 3, 4, 4), 200, dtype=torch.uint8)))
     assert td["pixels"].dtype == torch.uint8 and td["pixels"].shape == (2, 1, 2, 2)
-    assert td["pixels"].eq(200).all()
+    assert td["pixels"].eq(199).all()  # 199.98 truncated, as TorchRL
+
+
+def test_grayscale_truncates_integers_and_maps_bounds_as_torchrl():
+    rgb = torch.tensor([200, 201, 255], dtype=torch.uint8).reshape(3, 1, 1)
+    out = GrayScale("p")(TensorDict(p=rgb))["p"]
+    assert out.flatten().tolist() == [206]  # 0.2989 * 200 + 0.587 * 201 + 0.114 * 255 = 206.84
+    spec = Bounded(0, 255, shape=(3, 2, 2), dtype=torch.uint8)
+    gray = GrayScale("p").transform_observation_spec(Composite(p=spec))["p"]
+    assert gray.shape == (1, 2, 2) and gray.high.unique().tolist() == [254]
+    spec = Bounded(0.0, 1.0, shape=(3, 2, 2))
+    gray = GrayScale("p").transform_observation_spec(Composite(p=spec))["p"]
+    torch.testing.assert_close(gray.high, torch.full((1, 2, 2), 0.9999))
 
 
 def test_bad_images_are_reported():
