@@ -17,11 +17,14 @@ Policy = Callable[[TensorDictBase], TensorDictBase]
 class FrameSkipTransform(Transform):
     """Repeats each action ``frame_skip`` times and sums the rewards.
 
-    The env below (the base env and the transforms placed before this one) steps up to
-    ``frame_skip`` times with the same actions; the repetition stops early after a step where
-    any done leaf is true, so no member is stepped past its end (the others then repeat fewer
-    times). The result is the last step's data with the rewards summed. Transforms placed after
-    it must not change the actions.
+    The env below (the base env and the transforms placed before this one) steps
+    ``frame_skip`` times with the same actions, as in TorchRL: a done inside the skipped frames
+    does not stop the repetition (the env is stepped past the end of its episode, and what it
+    returns then is its own affair), and the result is the last step's data (its done leaves
+    included) with the rewards of every frame summed. Unlike TorchRL, which steps the same
+    input again, each repetition starts from the previous one's next root (``step_mdp``), so
+    envs that read their state from the data (stateless envs) advance too. Transforms placed
+    after it must not change the actions.
 
     Args:
         frame_skip: how many times each action is applied (>= 1).
@@ -32,7 +35,7 @@ class FrameSkipTransform(Transform):
         >>> env = TransformedEnv(CountingEnv(max_steps=7), FrameSkipTransform(3))
         >>> td = env.rollout(5)
         >>> td["next", "observation"].flatten().tolist(), td["next", "reward"].flatten().tolist()
-        ([3.0, 6.0, 7.0], [3.0, 3.0, 1.0])
+        ([3.0, 6.0, 9.0], [3.0, 3.0, 3.0])
     """
 
     def __init__(self, frame_skip: int = 1) -> None:
@@ -50,8 +53,6 @@ class FrameSkipTransform(Transform):
         totals = {k: next_tensordict.get(k) for k in parent.reward_keys}
         current = tensordict.copy().set("next", next_tensordict)
         for _ in range(self.frame_skip - 1):
-            if any(bool(current.get(("next", g.done)).any()) for g in parent.done_groups):
-                break
             root = parent.step_mdp(current).update(actions)
             current = parent.step(root)
             for key in totals:

@@ -39,38 +39,28 @@ def test_frame_skip_repeats_and_sums_and_counts_frames_below():
     torch.testing.assert_close(td["next", "episode_reward"].flatten(), reward.cumsum(0))
 
 
-def test_frame_skip_stops_at_the_end_of_an_episode():
+def test_frame_skip_steps_through_the_end_of_an_episode_as_torchrl():
     env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=4), FrameSkipTransform(3))
     td = env.rollout(5)
-    assert td["next", "observation"][:, :, 0].tolist() == [[3.0, 4.0], [3.0, 4.0]]
-    assert td["next", "reward"][:, :, 0].tolist() == [[3.0, 1.0], [3.0, 1.0]]
+    # the second step passes the end (4) and goes on to 6: TorchRL repeats every frame
+    assert td["next", "observation"][:, :, 0].tolist() == [[3.0, 6.0], [3.0, 6.0]]
+    assert td["next", "reward"][:, :, 0].tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    assert td["next", "done"][:, :, 0].tolist() == [[False, True], [False, True]]
     with pytest.raises(ValueError, match="frame_skip must be"):
         FrameSkipTransform(0)
 
 
-def test_noop_reset_plays_steps_and_refuses_partial_resets():
-    env = TransformedEnv(CountingEnv(batch_size=(2,), max_steps=50), NoopResetEnv(5))
-    torch.manual_seed(0)
-    counts = {env.reset()["observation"][0].item() for _ in range(30)}
-    assert counts <= {1.0, 2.0, 3.0, 4.0, 5.0} and len(counts) > 2
-    td = env.reset()
-    td["_reset"] = torch.tensor([[True], [False]])
-    with pytest.raises(
-        RuntimeError, match=r"NoopResetEnv._reset: partial resets are not supported"
-    ):
-        env.reset(td)
-    td["_reset"] = torch.tensor([[True], [True]])
-    assert env.reset(td)["observation"].ge(1).all()
+class _DoneOnlyAt(CountingEnv):
+    """Done at exactly ``max_steps`` (a done that does not last)."""
+
+    def _step(self, tensordict):
+        out = super()._step(tensordict)
+        return out.set("terminated", out["observation"] == self.max_steps)
 
 
-def test_noop_reset_resets_again_when_an_episode_ends_and_takes_a_policy():
-    env = TransformedEnv(CountingEnv(max_steps=2), NoopResetEnv(5, random=False))
-    assert env.reset()["observation"].item() == 0.0
-    seen = []
-
-    def policy(td):
-        seen.append(1)
-        return td.set("action", torch.zeros(1))
-
-    env = TransformedEnv(CountingEnv(max_steps=9), NoopResetEnv(3, random=False, policy=policy))
-    assert env.reset()["observation"].item() == 3.0 and len(seen) == 3
+def test_frame_skip_reports_the_last_frame_done_only_as_torchrl():
+    env = TransformedEnv(_DoneOnlyAt(max_steps=3), FrameSkipTransform(2))
+    td = env.rollout(3)
+    # frame 3 was done, frame 4 (the one returned) is not: TorchRL returns the last frame
+    assert td["next", "observation"].flatten().tolist() == [2.0, 4.0, 6.0]
+    assert not td["next", "done"].any()
