@@ -190,3 +190,32 @@ def test_reward_with_too_few_dims_raises():
 def test_bad_agent_dim_raises():
     with pytest.raises(TypeError, match="agent_dim must be an int"):
         MultiAgentGAE(gamma=0.9, lmbda=0.8, agent_dim="agents")
+
+
+@pytest.mark.parametrize("per_agent", [False, True])
+def test_steps_to_next_obs_discount_is_broadcast_to_the_agents(per_agent):
+    # Plain reference: GAE with every team signal and the step counts copied to each agent.
+    # (TorchRL 0.14.1's MultiAgentGAE raises a shape error on this entry.)
+    td = make_batch()
+    td["steps_to_next_obs"] = torch.tensor([[1, 2, 1, 3, 1], [2, 2, 1, 1, 3]]).unsqueeze(-1)
+    expanded = td.clone()
+    for key in ("done", "terminated"):
+        expanded["next", "agents", key] = td["next", key].unsqueeze(-2).expand(2, 5, 3, 1)
+    if not per_agent:
+        expanded["next", "agents", "reward"] = td["next", "reward"].unsqueeze(-2).expand(2, 5, 3, 1)
+    expanded["agents", "steps"] = td["steps_to_next_obs"].unsqueeze(-2).expand(2, 5, 3, 1)
+    ma = MultiAgentGAE(gamma=0.9, lmbda=0.8).set_keys(value=VALUE)
+    if per_agent:
+        ma.set_keys(reward=("agents", "reward"))
+    plain = GAE(gamma=0.9, lmbda=0.8).set_keys(
+        value=VALUE,
+        reward=("agents", "reward"),
+        done=("agents", "done"),
+        terminated=("agents", "terminated"),
+        steps_to_next_obs=("agents", "steps"),
+    )
+    torch.testing.assert_close(ma(td)["advantage"], plain(expanded)["advantage"])
+    without_steps = MultiAgentGAE(gamma=0.9, lmbda=0.8).set_keys(value=VALUE)
+    if per_agent:
+        without_steps.set_keys(reward=("agents", "reward"))
+    assert not torch.allclose(without_steps(make_batch())["advantage"], td["advantage"])

@@ -29,7 +29,9 @@ class MultiAgentGAE(GAE):
 
     ``average_gae=True`` standardises each agent on its own: mean and unbiased std over every
     dim but ``agent_dim`` (clamped at 1e-4), within each ``group_key`` group when one is set.
-    With ``auto_reset_env=True``, ``("next", "truncated")`` is broadcast the same way.
+    With ``auto_reset_env=True``, ``("next", "truncated")`` is broadcast the same way, and so
+    is the discount ``gamma ** steps_to_next_obs`` when the data holds that entry (TorchRL
+    0.14.1's MultiAgentGAE raises a shape error there).
 
     Args:
         agent_dim: the dim of the value tensor that indexes the agents (negative dims count
@@ -103,6 +105,9 @@ class MultiAgentGAE(GAE):
         tensordict: TensorDictBase | None = None,
     ) -> tuple[Tensor, Tensor]:
         keys = self.tensor_keys
+        gamma = self._discount(tensordict, reward)
+        if isinstance(gamma, Tensor):  # gamma ** steps_to_next_obs, one per reward entry
+            gamma = self._to_agents(gamma, value, keys.steps_to_next_obs)
         reward = self._to_agents(reward, value, keys.reward)
         done = self._to_agents(done, value, keys.done)
         terminated = self._to_agents(terminated, value, keys.terminated)
@@ -117,7 +122,7 @@ class MultiAgentGAE(GAE):
             truncated = self._to_agents(
                 self._get(tensordict, ("next", "truncated")), value, "truncated"
             )
-            reward = reward + self.gamma * value * truncated.to(reward.dtype)
+            reward = reward + gamma * value * truncated.to(reward.dtype)
             terminated = done
         fn = (
             _reference.generalized_advantage_estimate_loop
@@ -125,7 +130,7 @@ class MultiAgentGAE(GAE):
             else functional.generalized_advantage_estimate
         )
         advantage, target = fn(
-            self.gamma, self.lmbda, value, next_value, reward, done, terminated, time_dim=time_dim
+            gamma, self.lmbda, value, next_value, reward, done, terminated, time_dim=time_dim
         )
         if self.average_gae:
             advantage = self._per_agent_standardise(advantage, self._groups(tensordict))
