@@ -60,6 +60,7 @@ from tdrl.modules.exploration import (
 from tdrl.modules.models import (
     MLP,
     ConvNet,
+    DuelingCnnDQNet,
     MultiAgentConvNet,
     MultiAgentMLP,
     NormalParamExtractor,
@@ -83,6 +84,7 @@ __all__ = [
     "AdditiveGaussianModule",
     "ConvNet",
     "Delta",
+    "DuelingCnnDQNet",
     "EGreedyModule",
     "ExplorationType",
     "GRUModule",

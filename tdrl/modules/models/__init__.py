@@ -10,6 +10,7 @@ Examples:
 """
 
 from tdrl.modules.models._conv import ConvNet
+from tdrl.modules.models._dueling import DuelingCnnDQNet, DuelingMlpDQNet
 from tdrl.modules.models._layers import SquashDims
 from tdrl.modules.models._mixers import QMixer, VDNMixer
 from tdrl.modules.models._mlp import MLP
@@ -20,6 +21,8 @@ from tdrl.modules.models._normal_params import NormalParamExtractor
 __all__ = [
     "MLP",
     "ConvNet",
+    "DuelingCnnDQNet",
+    "DuelingMlpDQNet",
     "MultiAgentConvNet",
     "MultiAgentMLP",
     "NormalParamExtractor",

@@ -13,9 +13,13 @@ Examples:
 from tdrl.modules.models import (
     MLP,
     ConvNet,
+    DuelingCnnDQNet,
+    DuelingMlpDQNet,
 )
 
 __all__ = [
     "MLP",
     "ConvNet",
+    "DuelingCnnDQNet",
+    "DuelingMlpDQNet",
 ]
