@@ -88,12 +88,23 @@ class CQLLoss(SACLoss):
     @dataclasses.dataclass(frozen=True)
     class Keys(SACLoss.Keys):
         """SAC's keys, and ``log_prob``: the key of the policy log-prob in ``actor_loss``'s
-        metadata, which ``alpha_loss`` reads (TorchRL's ``"_log_prob"``)."""
+        metadata, which ``alpha_loss`` reads (TorchRL's ``"_log_prob"``).
+
+        ``pred_q1``, ``pred_q2``, ``cql_q1_loss`` and ``cql_q2_loss`` are TorchRL's keys of the
+        intermediate entries its ``q_loss`` stores in the batch for ``cql_loss`` to read.
+        tdrl's losses write only ``"td_error"`` into the batch and its ``cql_loss`` computes
+        what it needs itself, so these keys are accepted (and kept) but nothing is stored there.
+        """
 
         log_prob: NestedKey = "_log_prob"
+        pred_q1: NestedKey = "pred_q1"
+        pred_q2: NestedKey = "pred_q2"
+        cql_q1_loss: NestedKey = "cql_q1_loss"
+        cql_q2_loss: NestedKey = "cql_q2_loss"
 
     _backup_entropy = False
     _weights_supported = False
+    _log_prob_from_actor = False  # TorchRL's CQL keeps "_log_prob"
     _squared_error = True
     action_low: Tensor
     action_high: Tensor
@@ -345,6 +356,15 @@ class DiscreteCQLLoss(DQNLoss):
         >>> bool(out["loss_cql"] > 0)  # logsumexp exceeds any single value
         True
     """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys(DQNLoss.Keys):
+        """DQN's keys and ``pred_val``: TorchRL's key of the action values its ``value_loss``
+        stores in the batch for ``cql_loss`` to read. tdrl's losses write only ``"td_error"``
+        into the batch and its ``cql_loss`` evaluates the network itself, so the key is
+        accepted (and kept) but nothing is stored there."""
+
+        pred_val: NestedKey = "pred_val"
 
     def __init__(
         self,

@@ -88,8 +88,16 @@ class DQNLoss(LossModule):
 
     @dataclasses.dataclass(frozen=True)
     class Keys:
-        """Data keys: the network's output, the action, the mask and the transition's flags."""
+        """Data keys: the network's output, the action, the mask and the transition's flags.
 
+        ``advantage``, ``value`` and ``value_target`` are the value estimator's keys (forwarded
+        to it, as TorchRL; ``value`` defaults to TorchRL's ``"chosen_action_value"``). The loss
+        hands the estimator tensors, so nothing is read or written at them in the batch.
+        """
+
+        advantage: NestedKey = "advantage"
+        value_target: NestedKey = "value_target"
+        value: NestedKey = "chosen_action_value"
         action_value: NestedKey = "action_value"
         action: NestedKey = "action"
         action_mask: NestedKey = "action_mask"

@@ -78,11 +78,17 @@ class IQLLoss(LossModule):
 
     @dataclasses.dataclass(frozen=True)
     class Keys:
-        """Data keys: action, critics' and value network's outputs, reward and flags."""
+        """Data keys: action, critics' and value network's outputs, reward and flags.
+
+        ``log_prob`` is TorchRL's key of the policy log-prob its ``actor_loss`` stores in the
+        batch (for the ``"entropy"`` diagnostic); tdrl's losses write only ``"td_error"`` into
+        the batch and compute the entropy directly, so the key is accepted, nothing is stored.
+        """
 
         action: NestedKey = "action"
         state_action_value: NestedKey = "state_action_value"
         value: NestedKey = "state_value"
+        log_prob: NestedKey = "_log_prob"
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
@@ -276,11 +282,17 @@ class DiscreteIQLLoss(IQLLoss):
 
     @dataclasses.dataclass(frozen=True)
     class Keys:
-        """Data keys: action, critics' and value network's outputs, reward and flags."""
+        """Data keys: action, critics' and value network's outputs, reward and flags.
+
+        ``log_prob`` is TorchRL's key of the policy log-prob its ``actor_loss`` stores in the
+        batch (for the ``"entropy"`` diagnostic); tdrl's losses write only ``"td_error"`` into
+        the batch and compute the entropy directly, so the key is accepted, nothing is stored.
+        """
 
         action: NestedKey = "action"
         state_action_value: NestedKey = "state_action_value"  # one value per action
         value: NestedKey = "state_value"
+        log_prob: NestedKey = "_log_prob"
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"

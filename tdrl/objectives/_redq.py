@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
@@ -60,6 +62,28 @@ class REDQLoss(SACLoss):
         >>> loss.qvalue_network.params["module", "0", "weight"].shape
         torch.Size([10, 16, 5])
     """
+
+    @dataclasses.dataclass(frozen=True)
+    class Keys:
+        """TorchRL's REDQ keys: SAC's without ``log_prob``, with ``sample_log_prob``.
+
+        ``value`` is the value estimator's value key (forwarded to it, as TorchRL).
+        ``sample_log_prob`` is the key under which TorchRL's REDQ stores the sampled actions'
+        log-probs in its own working copy of the batch; tdrl samples them straight into tensors,
+        so the key is accepted but nothing is read or written there.
+        """
+
+        action: NestedKey = "action"
+        value: NestedKey = "state_value"
+        sample_log_prob: NestedKey = "action_log_prob"
+        state_action_value: NestedKey = "state_action_value"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority: NestedKey = "td_error"
+        priority_weight: NestedKey = "priority_weight"
+
+    _log_prob_from_actor = False  # TorchRL's REDQ has no log_prob key
 
     def __init__(
         self,

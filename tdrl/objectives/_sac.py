@@ -158,10 +158,18 @@ class SACLoss(_EntropyRegularized):
 
     @dataclasses.dataclass(frozen=True)
     class Keys:
-        """Data keys: the action, the critics' output and the transition's reward and flags."""
+        """Data keys: the action, the critics' output and the transition's reward and flags.
+
+        ``value`` is the value estimator's value key (forwarded to it, as TorchRL).
+        ``log_prob`` is TorchRL's key of the actor's log-prob (taken from the actor's
+        ``log_prob_keys`` at construction); TorchRL's SAC reads nothing there and neither does
+        tdrl's: the loss samples the actions and their log-probs itself.
+        """
 
         action: NestedKey = "action"
+        value: NestedKey = "state_value"
         state_action_value: NestedKey = "state_action_value"
+        log_prob: NestedKey = "action_log_prob"
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
@@ -173,6 +181,7 @@ class SACLoss(_EntropyRegularized):
     _weights_supported = True
     _members = "sum"
     _squared_error = False  # TorchRL: SAC's priority is |error|, REDQ's and CQL's error ** 2
+    _log_prob_from_actor = True  # TorchRL's SACLoss (not CQL/REDQ) takes the actor's log-prob key
 
     def __init__(
         self,
@@ -222,6 +231,9 @@ class SACLoss(_EntropyRegularized):
                 "expected a ProbabilisticActor or a ProbabilisticTensorDictSequential)."
             )
         self.actor_network = actor_network
+        log_prob_keys = getattr(actor_network, "log_prob_keys", None)
+        if self._log_prob_from_actor and log_prob_keys and len(log_prob_keys) == 1:
+            self.set_keys(log_prob=log_prob_keys[0])
         self.qvalue_network = QEnsemble(qvalue_network, num_qvalue_nets)
         self._init_alpha(alpha_init, fixed_alpha, min_alpha, max_alpha)
         if action_spec is None:  # TorchRL reads the actor's spec then

@@ -85,10 +85,17 @@ class DiscreteSACLoss(_EntropyRegularized):
 
     @dataclasses.dataclass(frozen=True)
     class Keys:
-        """Data keys: the action, the critics' output and the transition's reward and flags."""
+        """Data keys: the action, the critics' output and the transition's reward and flags.
+
+        ``value`` is the value estimator's value key (forwarded to it, as TorchRL). ``log_prob``
+        is TorchRL's key name for the policy log-probs; TorchRL's discrete SAC reads and writes
+        nothing there (it uses the actor's probabilities), nor does tdrl's.
+        """
 
         action: NestedKey = "action"
+        value: NestedKey = "state_value"
         action_value: NestedKey = "action_value"
+        log_prob: NestedKey = "log_prob"
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
