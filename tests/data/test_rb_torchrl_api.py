@@ -108,7 +108,6 @@ def test_pin_memory_and_compilable():
     "kwargs",
     [
         {"dim_extend": 1},
-        {"shared": True},
         {"consume_after_n_samples": 2},
         {"transport": "ray"},
         {"sample_unit": object()},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ class BufferCheckpoints:
     _sampler: Sampler
     _writer: Writer
     _generator: torch.Generator | None
-    _lock: threading.RLock
+    _lock: contextlib.AbstractContextManager[Any]  # a thread lock, or ProcessShared
     _last_ran_out: bool
 
     def __len__(self) -> int:

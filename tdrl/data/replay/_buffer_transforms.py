@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -87,7 +87,7 @@ class BufferIndexing:
     _storage: Storage
     _sampler: Sampler
     _transforms: TransformChain
-    _lock: threading.RLock
+    _lock: contextlib.AbstractContextManager[Any]  # a thread lock, or ProcessShared
 
     def __len__(self) -> int:
         return len(self._storage)

@@ -6,6 +6,7 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from ._prefetch import Prefetcher
 from ._prioritized import PrioritizedSampler
 from ._refuse import refuse_unsupported
 from ._samplers import RandomSampler, Sampler
+from ._shared import ProcessShared, check_shareable
 from ._storages import Batch, ListStorage, Storage
 from ._writers import RoundRobinWriter, Writer
 
@@ -137,7 +139,6 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             sample_unit=(sample_unit, None),
             dim_extend=(dim_extend, None),
             consume_after_n_samples=(consume_after_n_samples, None),
-            shared=(shared, False),
             service_backend=(service_backend, "direct"),
             service_backend_options=(service_backend_options, None),
             transport=(transport, ("auto", "direct")),
@@ -189,9 +190,74 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
                 "expected an int batch_size). Pass batch_size=... with prefetch."
             )
         self._generator = generator
-        self._lock = threading.RLock()
+        self._lock: contextlib.AbstractContextManager[Any] = threading.RLock()
+        self._shared: ProcessShared | None = None
         self._prefetcher: Prefetcher | None = None
         self._last_ran_out = False
+        if shared:
+            self.share(True)
+
+    # -- sharing between processes --------------------------------------------------------------
+
+    @property
+    def shared(self) -> bool:
+        """Whether the buffer is shared between processes (see :meth:`share`)."""
+        return self._shared is not None
+
+    def share(self, shared: bool = True) -> ReplayBuffer:
+        """Shares the buffer with the processes it is given to, or stops sharing it (TorchRL's
+        ``share``; ``ReplayBuffer(..., shared=True)`` calls it). Returns the buffer.
+
+        A shared buffer passed to a process (``mp.Process(target=f, args=(rb,))``, with the
+        ``fork``, ``forkserver`` or ``spawn`` start method) is the same buffer there: data
+        written by any process, the length, the write cursor and ``write_count`` are seen by all.
+        ``extend``, ``add``, ``sample``, ``update_priority``, indexing, ``empty`` and checkpoints
+        take a multiprocessing lock (waits end with ``TimeoutError`` after 120 s). The storage
+        data moves into shared memory (a :class:`~tdrl.data.LazyMemmapStorage` shares its
+        files); read the length through the buffer (``len(rb)``), not through ``rb.storage``.
+
+        As in TorchRL, a lazy storage must hold data before the buffer reaches another process,
+        and a :class:`~tdrl.data.ListStorage`, a :class:`~tdrl.data.PrioritizedSampler` (or
+        :class:`~tdrl.data.PrioritizedSliceSampler`) and a
+        :class:`~tdrl.data.TensorDictMaxValueWriter` cannot cross processes: starting the
+        process (``spawn``/``forkserver``) or a forked process's first call raises
+        ``RuntimeError`` naming the part. A :class:`~tdrl.data.SamplerWithoutReplacement`
+        keeps its epoch in each process. Pickling a shared buffer outside process start
+        (``pickle.dumps``, ``copy.deepcopy``) makes an independent shared copy.
+
+        Args:
+            shared: ``False`` makes the buffer a one-process buffer again (processes started
+                before keep the shared state).
+
+        Raises:
+            ValueError: for a prefetching buffer (as TorchRL).
+
+        Examples:
+            >>> import multiprocessing as mp
+            >>> from tdrl.data import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), shared=True)
+            >>> _ = rb.extend(torch.arange(2))  # allocate before the processes start
+            >>> p = mp.get_context("fork").Process(target=rb.extend, args=(torch.arange(3),))
+            >>> p.start(); p.join(30)
+            >>> len(rb), rb[:].tolist(), rb.write_count
+            (5, [0, 1, 0, 1, 2], 5)
+        """
+        if shared and self._prefetch:
+            raise ValueError(
+                f"{type(self).__name__}.share: a prefetching buffer cannot be shared (got "
+                f"prefetch={self._prefetch}; expected no prefetch, as TorchRL). Pass prefetch=None "
+                "or shared=False."
+            )
+        with self._lock:
+            if bool(shared) == self.shared:
+                return self
+            self._storage.process_shared = bool(shared)
+            if shared:
+                self._shared = ProcessShared((self._storage, self._sampler, self._writer))
+                self._lock = self._shared
+            else:
+                self._shared, self._lock = None, threading.RLock()
+        return self
 
     # -- pickling -------------------------------------------------------------------------------
 
@@ -206,11 +272,24 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             state = dict(self.__dict__)
         state.pop("_lock")
         state["_prefetcher"] = None  # prefetched batches are dropped: the copy samples anew
+        if self._shared is not None and get_spawning_popen() is None:
+            state["_shared"] = "copy"  # an independent copy, shared with processes it starts
+        elif self._shared is not None:  # a process being started gets the same buffer
+            check_shareable(
+                f"{type(self).__name__} (sent to a new process)",
+                (self._storage, self._sampler, self._writer),
+            )
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        if self._shared == "copy":
+            self._shared = None
+            self._storage.process_shared = False
+            self.share(True)
+        elif self._shared is not None:
+            self._lock = self._shared
 
     # -- accessors ------------------------------------------------------------------------------
 
@@ -249,6 +328,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         return self._collate_fn(self._storage.get(index))
 
     def __len__(self) -> int:
+        if self._shared is not None:
+            with self._lock:  # loads the length the other processes wrote
+                return len(self._storage)
         return len(self._storage)
 
     def __repr__(self) -> str:
@@ -317,6 +399,9 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             >>> rb.write_count, len(rb)
             (4, 2)
         """
+        if self._shared is not None:
+            with self._lock:  # loads the count the other processes wrote
+                return self._writer._write_count
         return self._writer._write_count
 
     def _prepare_data(self, data: Any) -> Any:

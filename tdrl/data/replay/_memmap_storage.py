@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import uuid
 import weakref
+from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 import torch
@@ -28,6 +29,12 @@ def _remove_files(files: list[str]) -> None:
     for filename in files:
         with contextlib.suppress(OSError):
             os.remove(filename)
+
+
+def _map(filename: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor over a shared mapping of ``filename``: writes reach the file and every process
+    that maps it; hot-path ops run on a plain tensor (no subclass dispatch)."""
+    return torch.from_file(filename, shared=True, size=math.prod(shape), dtype=dtype).view(shape)
 
 
 class LazyMemmapStorage(TensorStorage):
@@ -109,16 +116,35 @@ class LazyMemmapStorage(TensorStorage):
         state = super().__getstate__()
         for own in ("_files", "_new_files", "_id", "_generation"):
             state.pop(own)
-        if self._scratch_arg is None:
+        if self.process_shared and get_spawning_popen() is not None:
+            # A shared buffer starting a process: the process maps the same files (it neither
+            # owns nor removes them).
+            files = iter(self._files)
+            state["_bufs"] = [
+                buf if not buf.numel() else (next(files), tuple(buf.shape), buf.dtype)
+                for buf in self._bufs
+            ]
+            state["_mapped"] = True
+        elif self._scratch_arg is None:
             state["_scratch"] = None  # a new temporary folder, removed with the copy
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._id, self._generation = uuid.uuid4().hex[:8], 0
         self._files, self._new_files = [], []
+        if state.pop("_mapped", False):
+            state["_bufs"] = [
+                spec if isinstance(spec, torch.Tensor) else _map(*spec) for spec in state["_bufs"]
+            ]
+            self.__dict__.update(state)
+            self._link_views()
+            return
         self.__dict__.update(state)
         self._track_files()
         super().__setstate__(state)
+
+    def share_memory_(self) -> None:
+        """Nothing to move: memory-mapped files are shared between processes already."""
 
     def _arrival_needs_memory(self, bufs: list[torch.Tensor]) -> bool:
         return True  # the unpickled buffers live in memory: move them into files
@@ -157,8 +183,7 @@ class LazyMemmapStorage(TensorStorage):
         self._new_files.append(filename)
         with open(filename, "xb") as f:  # a sparse file: disk blocks are used when written
             f.truncate(numel * torch.empty((), dtype=dtype).element_size())
-        # A plain tensor over a shared mapping: hot-path ops run without subclass dispatch.
-        return torch.from_file(filename, shared=True, size=numel, dtype=dtype).view(shape)
+        return _map(filename, shape, dtype)
 
     def _set_layout(
         self,

@@ -440,6 +440,13 @@ class PrioritizedSampler(Sampler):
         self._min.clear()
         self._max_priority = 1.0
 
+    def share_problem(self) -> str | None:
+        return (
+            "got priority trees kept by one process; expected a sampler without per-process "
+            "state, as TorchRL). Use a RandomSampler or SliceSampler in a shared buffer, or "
+            "write from the other processes through tdrl.distributed.RayReplayBuffer."
+        )
+
     def config(self) -> dict[str, Any]:
         return {
             "class": type(self).__name__,

@@ -170,6 +170,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         weight = torch.repeat_interleave(info["priority_weight"], sizes)
         return index, {"priority_weight": weight, **self._marks(storage, index, sizes)}
 
+    def share_problem(self) -> str | None:
+        return PrioritizedSampler.share_problem(self)
+
     def empty(self) -> None:
         SliceSampler.empty(self)
         PrioritizedSampler.empty(self)

@@ -26,17 +26,15 @@ _WHY = {
     "sample_unit": "Use a SliceSampler for windows of steps",
     "dim_extend": "Lay data out [env, time] with LazyTensorStorage(ndim=2) instead",
     "consume_after_n_samples": "Call empty() after the samples you need",
-    "shared": (
-        "Buffers are shared by threads in one process; to share one across processes, use "
-        "tdrl.distributed.RayReplayBuffer (the buffer lives in one actor, every process writes "
-        "and samples through it)"
-    ),
     "service_backend": "Buffers run in the calling process",
     "service_backend_options": "Buffers run in the calling process",
     "transport": "Buffers run in the calling process",
     "transport_options": "Buffers run in the calling process",
     "consolidated": "tdrl storages keep one tensor per leaf already",
-    "shared_init": "Storages are built in one process; share data with LazyMemmapStorage files",
+    "shared_init": (
+        "Storages are allocated by one process: build the buffer with shared=True and extend it "
+        "once before starting the processes"
+    ),
     "cleanup_memmap": "It only applies with shared_init=True",
     "track_generations": "Write generations are not tracked; compare write_count instead",
     "sampler_device": "Priorities live on the CPU",

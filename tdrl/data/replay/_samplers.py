@@ -62,6 +62,18 @@ class Sampler(abc.ABC):
     def empty(self) -> None:  # noqa: B027 - optional hook
         """Resets the sampler together with an emptied storage."""
 
+    #: int attributes a shared buffer keeps equal in every process (see ``shared=True``).
+    shared_ints: tuple[str, ...] = ()
+
+    def share_problem(self) -> str | None:
+        """Why the sampler cannot be shared between processes (``None``: it can); see
+        :meth:`~tdrl.data.Storage.share_problem`."""
+        return None
+
+    def share_memory_(self) -> None:  # noqa: B027 - optional hook
+        """Moves tensor state into shared memory (a shared buffer calls it once the storage
+        is allocated)."""
+
     def config(self) -> dict[str, Any]:
         """The construction arguments a checkpoint must match."""
         return {"class": type(self).__name__}

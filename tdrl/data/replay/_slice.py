@@ -323,8 +323,19 @@ class SliceSampler(Sampler):
         return index, self._marks(storage, index, sizes)
 
     def empty(self) -> None:
-        self._stamp = torch.empty(0, dtype=torch.long)
+        if self._stamp.is_shared():  # a shared buffer: other processes map this memory
+            self._stamp.fill_(-1)
+        else:
+            self._stamp = torch.empty(0, dtype=torch.long)
         self._clock, self._cache = 0, None
+
+    #: the write clock is shared by the processes of a shared buffer (the stamps are in
+    #: shared memory, see :meth:`share_memory_`).
+    shared_ints = ("_clock",)
+
+    def share_memory_(self) -> None:
+        """Moves the write-order stamps into shared memory (a shared buffer calls it)."""
+        self._stamp.share_memory_()
 
     def config(self) -> dict[str, Any]:
         return {
@@ -360,7 +371,11 @@ class SliceSampler(Sampler):
                 "int). The checkpoint is corrupted; dump again."
             )
         self._load_found_traj_key(state)
-        self._stamp, self._clock, self._cache = stamp.clone(), clock, None
+        if self._stamp.is_shared() and self._stamp.shape == stamp.shape:
+            self._stamp.copy_(stamp)  # a shared buffer: keep the memory other processes map
+        else:
+            self._stamp = stamp.clone()
+        self._clock, self._cache = clock, None
 
     def _load_found_traj_key(self, state: dict[str, Any]) -> None:
         if not self._auto_keys:

@@ -77,6 +77,10 @@ class Storage(abc.ABC):
 
     #: whether :meth:`state_dict` holds only tensors and JSON values (``dumps`` support).
     checkpointable: bool = True
+    #: int attributes a shared buffer keeps equal in every process (see ``shared=True``).
+    shared_ints: tuple[str, ...] = ("_filled",)
+    #: set by a shared buffer: sent to a process it starts, the storage keeps its memory.
+    process_shared: bool = False
 
     def __init__(self, max_size: int, checkpointer: Any = None, compilable: bool = False) -> None:
         if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 1:
@@ -209,6 +213,14 @@ class Storage(abc.ABC):
         """Forgets every element (allocated memory is kept for reuse)."""
         self._filled = 0
 
+    def share_problem(self) -> str | None:
+        """Why the storage cannot be shared between processes now (``None``: it can): the
+        tail of an error message, ``"got <what>; expected <rule>). <How to fix>."``."""
+        return None
+
+    def share_memory_(self) -> None:  # noqa: B027 - optional hook
+        """Moves the data into memory that other processes can map (a shared buffer calls it)."""
+
     def config(self) -> dict[str, Any]:
         """The construction arguments a checkpoint must match."""
         return {"class": type(self).__name__, "max_size": self.max_size, "ndim": self.ndim}
@@ -305,6 +317,12 @@ class ListStorage(Storage):
 
     def _fail(self, what: str, got: Any, expected: Any, fix: str) -> ValueError:
         return ValueError(f"ListStorage.extend: {what} (got {got}; expected {expected}). {fix}.")
+
+    def share_problem(self) -> str | None:
+        return (
+            "got a ListStorage of one process's Python objects; expected a tensor storage, as "
+            "TorchRL). Use LazyTensorStorage or LazyMemmapStorage."
+        )
 
     def _rows(self, data: Any, single: bool) -> tuple[Structure, list[tuple[torch.Tensor, ...]]]:
         structure, leaves = flatten(data, lead=0 if single else 1)

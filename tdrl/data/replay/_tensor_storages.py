@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 import torch
@@ -174,6 +175,8 @@ class TensorStorage(Storage):
         # buffers travel; the views are rebuilt on arrival (``copy.deepcopy`` goes the same way).
         state = dict(self.__dict__)
         state["_flat"], state["_views"] = [], {}
+        if self.process_shared and get_spawning_popen() is not None:
+            return state  # a shared buffer starting a process: the tensors go as shared memory
         if self._bufs and self._filled < self._slots:
             # Only the written rows are worth sending (a slice would pickle its whole buffer).
             state["_bufs"] = [buf[: self._filled].clone() for buf in self._bufs]
@@ -202,6 +205,21 @@ class TensorStorage(Storage):
         n = self._slots * self._env_numel
         self._flat = [buf.view(n, *buf.shape[self.ndim :]) for buf in self._bufs]
         self._views = {}
+
+    def share_problem(self) -> str | None:
+        if self._structure is None:
+            return (
+                "got a storage not allocated yet; expected data in it before the buffer reaches "
+                "another process, as TorchRL). Extend the buffer in this process first, or build "
+                "the storage on existing data: TensorStorage(data)."
+            )
+        return None
+
+    def share_memory_(self) -> None:
+        """Moves CPU data into shared memory, in place (views and ``_storage`` follow)."""
+        for buf in self._bufs:
+            if buf.device.type == "cpu":
+                buf.share_memory_()
 
     @property
     def slots(self) -> int:

@@ -33,6 +33,8 @@ class Writer(abc.ABC):
     drops: bool = False
     #: the number of elements written so far (see :attr:`~tdrl.data.ReplayBuffer.write_count`).
     _write_count: int = 0
+    #: int attributes a shared buffer keeps equal in every process (see ``shared=True``).
+    shared_ints: tuple[str, ...] = ("_write_count",)
 
     def __init__(self, compilable: bool = False) -> None:
         # TorchRL's torch.compile flag: tdrl's writers keep no state compile must skip, so both
@@ -66,6 +68,11 @@ class Writer(abc.ABC):
     def empty(self) -> None:  # noqa: B027 - optional hook
         """Resets the writer together with an emptied storage."""
 
+    def share_problem(self) -> str | None:
+        """Why the writer cannot be shared between processes (``None``: it can); see
+        :meth:`~tdrl.data.Storage.share_problem`."""
+        return None
+
     def config(self) -> dict[str, Any]:
         """The construction arguments a checkpoint must match."""
         return {"class": type(self).__name__}
@@ -97,6 +104,8 @@ class RoundRobinWriter(Writer):
         >>> rb.extend(torch.arange(4))
         tensor([0, 1, 2, 0])
     """
+
+    shared_ints = ("_cursor", "_write_count")
 
     def __init__(self, compilable: bool = False, *, track_generations: bool = False) -> None:
         super().__init__(compilable)
@@ -263,6 +272,12 @@ class TensorDictMaxValueWriter(Writer):
 
     def empty(self) -> None:
         self._ranks = None
+
+    def share_problem(self) -> str | None:
+        return (
+            "got the ranks of the stored elements, kept by one process; expected a writer "
+            "without per-process state, as TorchRL). Use RoundRobinWriter in a shared buffer."
+        )
 
     def config(self) -> dict[str, Any]:
         key = list(self.rank_key) if isinstance(self.rank_key, tuple) else self.rank_key
