@@ -75,7 +75,8 @@ class TrajCounter(Transform):
     order; the others keep theirs. Steps copy the id to ``("next", out_key)``, so a rollout
     holds the id of each step's trajectory. The done group counted is the one whose prefix is
     the prefix of ``out_key`` (the root group for a plain string); the entry has that group's
-    done shape (``[*B, 1]``, or per agent for ``("agents", "traj_count")``).
+    done shape (``[*B, 1]``, or per agent for ``("agents", "traj_count")``). As in TorchRL it
+    is an observation (``observation_spec``) only, not a state entry.
 
     The counter is shared by :meth:`clone` (and ``copy.deepcopy``) and by the worker processes
     of a :class:`~tdrl.envs.ParallelEnv` whose factory clones one transform built outside it,
@@ -150,11 +151,6 @@ class TrajCounter(Transform):
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         observation_spec[self.out_key] = self._spec(observation_spec.device)
         return observation_spec
-
-    def transform_state_spec(self, state_spec: Composite) -> Composite:
-        # read back from the root at each step: batched envs and collectors carry it as state
-        state_spec[self.out_key] = self._spec(state_spec.device)
-        return state_spec
 
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase

@@ -40,6 +40,23 @@ def test_episodes_of_one_env_get_consecutive_ids():
     assert td["next", "traj_count"].flatten().tolist() == [0] * 3 + [1] * 3 + [2] * 3
     assert td["traj_count"].flatten().tolist() == [0] * 3 + [1] * 3 + [2] * 3
     assert env.full_observation_spec["traj_count"].dtype == torch.int64
+    assert "traj_count" not in env.full_state_spec.keys(True)  # TorchRL: an observation only
+
+
+def test_a_collector_carries_the_id_without_a_state_spec():
+    from tdrl.collectors import Collector
+    from tdrl.envs import SerialEnv
+
+    env = SerialEnv(2, lambda: TransformedEnv(CountingEnv(max_steps=2), TrajCounter()))
+    collector = Collector(env, None, frames_per_batch=8, total_frames=8)
+    try:
+        batch = next(iter(collector))
+    finally:
+        collector.shutdown()
+    # episodes of 2 steps: each row's ids change every 2 steps and the next id follows along
+    ids = batch["traj_count"][..., 0]
+    assert ids.shape == (2, 4) and batch["next", "traj_count"][..., 0].equal(ids)
+    assert ids[:, 0::2].equal(ids[:, 1::2]) and (ids[:, 2:] > ids[:, :2]).all()
 
 
 def test_ids_continue_across_rollouts():
