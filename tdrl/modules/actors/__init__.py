@@ -15,6 +15,7 @@ from tdrl.modules.actors._actor_critic import (
     ActorCriticWrapper,
     ActorValueOperator,
 )
+from tdrl.modules.actors._multistep import MultiStepActorWrapper
 from tdrl.modules.actors._probabilistic import ProbabilisticActor
 from tdrl.modules.actors._qvalue import QValueActor, QValueModule
 from tdrl.modules.actors._safe import SafeModule, SafeSequential
@@ -25,6 +26,7 @@ __all__ = [
     "ActorCriticOperator",
     "ActorCriticWrapper",
     "ActorValueOperator",
+    "MultiStepActorWrapper",
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
