@@ -215,3 +215,21 @@ def test_seeded_gym_rollout_matches_torchrl() -> None:
     assert rollout["counter"][..., 0].tolist() == [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2]] * 2
     assert rollout["action_orig"].shape == (2, 10, 4, 1)
     env.close()
+
+
+def test_keys_can_be_reassigned_after_construction() -> None:
+    wrapper = MultiStepActorWrapper(_planner(3), n_steps=3)
+    wrapper.action_keys = ["move"]  # the actor's "action" chunk becomes the cache, as TorchRL
+    wrapper.init_key = "first"
+    assert wrapper.counter_key == "counter" and wrapper.in_keys == ["observation", "first"]
+    assert wrapper.out_keys == ["action", "move", "counter"]
+    td = TensorDict(
+        observation=torch.ones(2, 1), first=torch.ones(2, 1, dtype=torch.bool), batch_size=[2]
+    )
+    out = wrapper(td)
+    assert out["move"].flatten().tolist() == [10.0, 10.0]
+    assert out["action"].shape == (2, 3, 1) and "action_orig" not in out.keys()
+    wrapper.init_key = None  # ignored, as TorchRL
+    assert wrapper.init_key == "first"
+    with pytest.raises(ValueError, match=r"MultiStepActorWrapper\.init_key: only a single"):
+        wrapper.init_key = ["a"]

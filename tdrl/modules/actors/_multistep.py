@@ -114,7 +114,7 @@ class MultiStepActorWrapper(TensorDictModuleBase):
         *,
         action_keys: list[NestedKey] | None = None,
         chunk_keys: list[NestedKey] | None = None,
-        init_key: list[NestedKey] | None = None,
+        init_key: NestedKey | None = None,
         keep_dim: bool = False,
         replan_interval: int | None = None,
     ) -> None:
@@ -127,25 +127,61 @@ class MultiStepActorWrapper(TensorDictModuleBase):
                     f" {replan_interval}; expected 1 <= replan_interval <= n_steps={n_steps})."
                     " Pass how many cached actions to play before asking the actor again."
                 )
-        if isinstance(init_key, list):
-            raise ValueError(
-                f"MultiStepActorWrapper.__init__: only a single init_key can be passed (got"
-                f" {init_key!r}; expected one key such as 'is_init'). Pass the key itself."
-            )
         self.actor = actor
         self.n_steps = n_steps
         self.keep_dim = keep_dim
         self.replan_interval = replan_interval
-        self.init_key: NestedKey = "is_init" if init_key is None else unravel_key(init_key)
-        self.counter_key: NestedKey = _with_last(self.init_key, "counter")
-        self.chunk_keys, self.action_keys = self._resolve_keys(
-            _key_list(chunk_keys), _key_list(action_keys)
-        )
-        # action key -> (chunk key in the actor's output, cache key in the tensordict)
+        self._init_key: NestedKey = "is_init"
+        self.init_key = init_key
+        self._set_keys(*self._resolve_keys(_key_list(chunk_keys), _key_list(action_keys)))
+
+    def _set_keys(self, chunk_keys: list[NestedKey], action_keys: list[NestedKey]) -> None:
+        self._chunk_keys, self._action_keys = chunk_keys, action_keys
+        # (action key, chunk key in the actor's output, cache key in the tensordict)
         self._routes: list[tuple[NestedKey, NestedKey, NestedKey]] = [
             (a, c, c if c != a else _with_last(a, _last(a) + "_orig"))
-            for a, c in zip(self.action_keys, self.chunk_keys, strict=True)
+            for a, c in zip(action_keys, chunk_keys, strict=True)
         ]
+
+    @property
+    def action_keys(self) -> list[NestedKey]:
+        """The env action keys written (setting them keeps the chunk keys; None is ignored)."""
+        return self._action_keys
+
+    @action_keys.setter
+    def action_keys(self, value: NestedKey | list[NestedKey] | None) -> None:
+        if value is not None:
+            self._set_keys(*self._resolve_keys(self._chunk_keys, _key_list(value)))
+
+    @property
+    def chunk_keys(self) -> list[NestedKey]:
+        """The actor's chunk keys read (setting them keeps the action keys; None is ignored)."""
+        return self._chunk_keys
+
+    @chunk_keys.setter
+    def chunk_keys(self, value: NestedKey | list[NestedKey] | None) -> None:
+        if value is not None:
+            self._set_keys(*self._resolve_keys(_key_list(value), self._action_keys))
+
+    @property
+    def init_key(self) -> NestedKey:
+        """The episode-start flag read (``"is_init"`` by default; None is ignored)."""
+        return self._init_key
+
+    @init_key.setter
+    def init_key(self, value: NestedKey | None) -> None:
+        if isinstance(value, list):
+            raise ValueError(
+                f"MultiStepActorWrapper.init_key: only a single init_key can be passed (got"
+                f" {value!r}; expected one key such as 'is_init'). Pass the key itself."
+            )
+        if value is not None:
+            self._init_key = unravel_key(value)
+
+    @property
+    def counter_key(self) -> NestedKey:
+        """The step counter: ``init_key`` with its last element replaced by ``"counter"``."""
+        return _with_last(self.init_key, "counter")
 
     def _resolve_keys(
         self, chunk_keys: list[NestedKey] | None, action_keys: list[NestedKey] | None
