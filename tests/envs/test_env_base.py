@@ -377,3 +377,14 @@ def test_input_and_output_spec_hold_the_full_specs():
     assert set(out["full_reward_spec"].keys(True, True)) == set(env.reward_keys)
     assert set(out["full_done_spec"].keys(True, True)) == set(env.done_keys)
     assert inp["full_action_spec"].rand().batch_size == (2,)
+
+
+def test_step_and_maybe_reset_keeps_the_actions_in_the_next_root_as_torchrl():
+    from tdrl.envs.batched import SerialEnv
+    from tdrl.testing import CountingEnv
+
+    for env in (CountingEnv(batch_size=(2,), max_steps=5), SerialEnv(2, CountingEnv)):
+        td = env.reset().set("action", torch.full((2, 1), 0.25))
+        _, root = env.step_and_maybe_reset(td)
+        assert root["action"].flatten().tolist() == [0.25, 0.25]  # TorchRL's env._step_mdp
+        assert "action" not in env.step_mdp(env.step(td)).keys()  # step_mdp drops them

@@ -418,7 +418,7 @@ class BatchedEnvBase(EnvBase):
         flags = self._dispatch("step_and_maybe_reset", (missing,), self._all_workers)
         self._publish_action_masks(bufs)
         set_next(tensordict, self._output(bufs.next), type(tensordict) is TensorDict)
-        root = self._step_mdp(tensordict)
+        root = self._step_mdp_keep(tensordict)  # keeps the actions, as EnvBase's
         if any(flags):
             self._merge_reset_rows(root, bufs, flags)
         return tensordict, root

@@ -311,7 +311,7 @@ class ParallelEnv(BatchedEnvBase):
             try:
                 nxt, leaves = bufs.next.empty()
                 set_next(tensordict, nxt, True)
-                root = self._step_mdp(tensordict)
+                root = self._step_mdp_keep(tensordict)
             except Exception:
                 pending = False  # read the answers: the pipes stay in step, the env usable
                 self._guarded(pool.finish, cmd, self._all_workers)
@@ -332,7 +332,7 @@ class ParallelEnv(BatchedEnvBase):
             raise
         if store.get("next") is not nxt:  # stored as a copy (e.g. dim names): store it again
             set_next(tensordict, nxt, True)
-            root = self._step_mdp(tensordict)
+            root = self._step_mdp_keep(tensordict)
         self._publish_action_masks(bufs)
         if any(flags):
             self._merge_reset_rows(root, bufs, flags)

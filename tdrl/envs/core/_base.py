@@ -154,6 +154,13 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
         self._step_mdp = StepMDP(
             reward_keys=self.reward_keys, done_keys=self.done_keys, action_keys=self.action_keys
         )
+        # step_and_maybe_reset's next root keeps the actions (TorchRL's env._step_mdp)
+        self._step_mdp_keep = StepMDP(
+            reward_keys=self.reward_keys,
+            done_keys=self.done_keys,
+            action_keys=self.action_keys,
+            exclude_action=False,
+        )
         done = self.full_done_spec
         shapes = [done[g.done].shape for g in self.done_groups]
         self._reset_plan = ResetPlan(self.done_groups, len(self.batch_size), shapes)
@@ -361,7 +368,8 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
 
         Returns:
             ``(tensordict_with_next, next_root)``: the stepped data (its ``"next"`` keeps the
-            terminal observation) and the root to feed to the policy at the next step.
+            terminal observation) and the root to feed to the policy at the next step. As in
+            TorchRL, that root keeps the actions of the step (``step_mdp`` drops them).
 
         Examples:
             >>> from tdrl.testing import CountingEnv
@@ -371,7 +379,7 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             (True, False, 0.0)
         """
         tensordict = self.step(tensordict)
-        root = self._step_mdp(tensordict)
+        root = self._step_mdp_keep(tensordict)
         return tensordict, self.maybe_reset(root)
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:

@@ -222,6 +222,9 @@ def _rows(
     ended, or the policy's output that the rows cannot take and True (the caller hands
     ``run.steps()`` to the general loop, which steps it)."""
     env, reset, advance = run.env, not stop, run.advance
+    # without stops the general loop's roots come from step_and_maybe_reset, which keeps the
+    # actions (TorchRL): the rows' roots keep them too
+    kept = () if stop else tuple(path[0] for path, _, _ in env._action_paths)
     while True:
         td = act(root)
         # TorchRL resets nothing after the last step, and calls no callback after it
@@ -231,6 +234,8 @@ def _rows(
         if run.t == count or (stop and done):
             return None, False
         root = run.root()
+        for key in kept:
+            root._tensordict[key] = td._tensordict[key]  # both plain (RowRun's checks)
         if callback is not None:
             callback(env, root)
 
