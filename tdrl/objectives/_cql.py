@@ -46,9 +46,10 @@ class CQLLoss(SACLoss):
     after subtracting ``lagrange_thresh``, and ``loss_alpha_prime`` tunes ``alpha_prime`` so
     that the gap stays near the threshold.
 
-    Output: ``"loss_actor"``, ``"loss_qvalue"`` (Bellman), ``"loss_cql"`` (conservative term,
+    Output (TorchRL's keys): ``"loss_actor"``, ``"loss_actor_bc"`` (behaviour cloning, see
+    :meth:`actor_bc_loss`), ``"loss_qvalue"`` (Bellman), ``"loss_cql"`` (conservative term,
     trains the critics only), ``"loss_alpha"``, ``"loss_alpha_prime"`` (with the lagrange
-    option), and the SAC diagnostics plus ``"cql_gap"``.
+    option), ``"alpha"`` and ``"entropy"``.
 
     Args:
         actor_network: the stochastic policy.
@@ -82,7 +83,7 @@ class CQLLoss(SACLoss):
         >>> out = loss(batch)
         >>> sum(v for k, v in out.items() if k.startswith("loss_")).backward()
         >>> sorted(k for k in out.keys() if k.startswith("loss_"))
-        ['loss_actor', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
+        ['loss_actor', 'loss_actor_bc', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
     """
 
     @dataclasses.dataclass(frozen=True)
@@ -305,6 +306,46 @@ class CQLLoss(SACLoss):
         for name in ("loss_cql", "loss_alpha_prime", "alpha_prime"):
             terms.pop(name, None)
         return loss, {"td_error": td_error, **terms}
+
+    def actor_bc_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
+        """The behaviour-cloning actor loss, as TorchRL's ``CQLLoss.actor_bc_loss``.
+
+        ``mean(alpha * log pi(a~|s) - log pi(a_data|s))`` with ``a~`` a reparameterised policy
+        action and ``a_data`` the batch's action (``alpha`` detached). ``forward`` outputs it
+        as ``"loss_actor_bc"``, a diagnostic as in TorchRL (add it to the actor's loss to
+        train the actor towards the data, as the CQL paper's warm-up does).
+
+        Args:
+            tensordict: a batch of transitions.
+
+        Returns:
+            ``(loss_actor_bc, {"bc_log_prob": mean log pi(a_data|s)})`` (detached metadata).
+
+        Examples:
+            >>> from tdrl.testing import (make_qvalue_critic, make_tanh_normal_actor,
+            ...     make_transition_batch)
+            >>> loss = CQLLoss(make_tanh_normal_actor(), make_qvalue_critic())
+            >>> batch = make_transition_batch(batch=(4,))
+            >>> loss_bc, meta = loss.actor_bc_loss(batch)
+            >>> loss_bc.shape, sorted(meta)
+            (torch.Size([]), ['bc_log_prob'])
+        """
+        where = "CQLLoss.actor_bc_loss"
+        data_action = get_entry(tensordict, self.tensor_keys.action, where)
+        dist = self.actor_network.get_dist(tensordict.copy())
+        if hasattr(dist, "rsample_and_log_prob"):
+            _, log_prob = dist.rsample_and_log_prob()
+        else:
+            log_prob = dist.log_prob(dist.rsample())
+        bc_log_prob = dist.log_prob(data_action)
+        loss = (self._alpha() * log_prob - bc_log_prob).mean()
+        return loss, {"bc_log_prob": bc_log_prob.detach().mean()}
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """SAC's terms with CQL's critics' terms, plus TorchRL's ``"loss_actor_bc"``."""
+        out = super().forward(tensordict)
+        out.set("loss_actor_bc", self.actor_bc_loss(tensordict)[0])
+        return out
 
     def cql_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
         """The conservative term, as TorchRL's ``CQLLoss.cql_loss``.

@@ -232,3 +232,33 @@ def test_smoke_cartpole_discrete_cql():
     assert loss.cql_loss(fixed)[1]["cql_gap"] < 0.8 * start_gap
     values = net(fixed.copy())["action_value"].detach()
     assert (values[:, 0] - values[:, 1]).mean() > 0.5
+
+
+def test_cql_outputs_torchrl_keys_with_the_behaviour_cloning_term():
+    # TorchRL 0.14.1's CQLLoss output: the loss terms (loss_actor_bc included), alpha, entropy
+    torch.manual_seed(0)
+    loss = CQLLoss(make_actor(), make_critic(), action_spec=Bounded(-1.0, 1.0, shape=(ACT,)))
+    batch = make_batch()
+    batch["action"] = batch["action"].clamp(-0.9, 0.9)  # inside TanhNormal's support
+    out = loss(batch.clone())
+    assert sorted(out.keys()) == [
+        "alpha",
+        "entropy",
+        "loss_actor",
+        "loss_actor_bc",
+        "loss_alpha",
+        "loss_cql",
+        "loss_qvalue",
+    ]
+    # alpha * log pi(a~|s) - log pi(a_data|s), a~ reparameterised, averaged over the batch
+    torch.manual_seed(3)
+    got, meta = loss.actor_bc_loss(batch.clone())
+    torch.manual_seed(3)
+    dist = loss.actor_network.get_dist(batch.clone())
+    sample = dist.rsample()
+    bc = dist.log_prob(batch["action"])
+    expected = (loss._alpha() * dist.log_prob(sample) - bc).mean()
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(meta["bc_log_prob"], bc.mean())
+    got.backward()  # trains the actor
+    assert any(p.grad is not None for p in loss.actor_network.parameters())
