@@ -171,3 +171,27 @@ def test_the_row_path_does_not_reset_after_the_last_step_either():
     assert td["next", "done"][-1].all()  # step 42 ends an episode
     assert _ResetCountingGym.resets == 14  # the first, then after steps 3, 6, ..., 39
     assert len(seen) == 41
+
+
+def test_break_when_all_done_runs_until_every_member_was_done_as_torchrl():
+    from tdrl.testing import TransformTestEnv
+
+    env = TransformTestEnv((2,), max_steps=2)  # member 0 ends at step 2, member 1 at step 3
+    seen = []
+    td = env.rollout(
+        6,
+        env.rand_action,
+        callback=lambda e, t: seen.append(t),
+        break_when_any_done=False,
+        break_when_all_done=True,
+    )
+    assert td.batch_size == (2, 3)
+    # nothing is reset; member 0 repeats its last step once done
+    assert td["next", "observation"][..., 0].tolist() == [[1.5, 2.5, 2.5], [1.5, 2.5, 3.5]]
+    assert td["next", "done"][..., 0].tolist() == [[False, True, True], [False, False, True]]
+    assert td["observation"][..., 0].tolist() == [[0.5, 1.5, 1.5], [0.5, 1.5, 2.5]]
+    assert len(seen) == 2
+    # break_when_all_done alone implies break_when_any_done=False (TorchRL)
+    assert env.rollout(6, break_when_all_done=True).batch_size == (2, 3)
+    with pytest.raises(TypeError, match="both True"):
+        env.rollout(6, break_when_any_done=True, break_when_all_done=True)

@@ -52,7 +52,6 @@ def test_rollout_without_auto_reset_resets_done_groups_first():
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("break_when_all_done", True),
         ("out", TensorDict({}, [])),
         ("storing_device", "cpu"),
     ],

@@ -17,8 +17,10 @@ from tdrl.envs.core._rollout import (
     action_policy,
     check_rollout_options,
     play,
+    play_until_all_done,
     rollout_policy,
     set_truncated_last,
+    stop_mode,
 )
 from tdrl.envs.core._row_run import RowWriter
 from tdrl.envs.core._seed import next_seed
@@ -473,7 +475,12 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             auto_reset: reset before the first step. Else ``tensordict`` is the start, and its
                 done groups that are done are reset first (``maybe_reset``).
             break_when_any_done: stop after the first step where any done leaf is true
-                (default). With False, done groups are partially reset and the rollout goes on.
+                (default, unless ``break_when_all_done``). With False, done groups are
+                partially reset and the rollout goes on.
+            break_when_all_done: as in TorchRL, nothing is reset and the rollout stops after
+                the step where every member has been done; from its first done on, a member's
+                rows repeat its last step. Unlike TorchRL, which steps only the members not
+                done yet where the env supports partial steps, every member is stepped.
             tensordict: the start data (given to ``reset``; required when ``auto_reset`` is
                 False).
             set_truncated: mark the last step truncated (and done).
@@ -482,8 +489,8 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
                 first parameter before the policy, and back to the env's device before the
                 step (a policy without parameters gets the data with its device cleared). A
                 no-op when both are the same device.
-            break_when_all_done, out, storing_device: only the defaults are supported; other
-                values raise ``ValueError``.
+            out, storing_device: only the defaults are supported; other values raise
+                ``ValueError``.
 
         Returns:
             A TensorDict of batch ``[*env.batch_size, T]``.
@@ -493,9 +500,8 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
             >>> CountingEnv(batch_size=(4,), max_steps=3).rollout(10).batch_size
             torch.Size([4, 3])
         """
-        check_rollout_options(
-            self, break_when_all_done=break_when_all_done, out=out, storing_device=storing_device
-        )
+        check_rollout_options(self, out=out, storing_device=storing_device)
+        stop, every = stop_mode(self, break_when_any_done, break_when_all_done)
         if max_steps < 1:
             raise ValueError(
                 f"{type(self).__name__}.rollout: max_steps must be at least 1 (got {max_steps!r};"
@@ -526,8 +532,10 @@ class EnvBase(SpecOwner, EnvChecks, ModuleMethods):
         else:
             td = self.maybe_reset(tensordict)
         act = policy if policy is not None else self.rand_action
-        stop = True if break_when_any_done is None else bool(break_when_any_done)
-        data = play(self, td, max_steps, act, stop, callback)
+        if every:
+            data = play_until_all_done(self, td, max_steps, act, callback)
+        else:
+            data = play(self, td, max_steps, act, stop, callback)
         if set_truncated:
             set_truncated_last(self, data)
         return data

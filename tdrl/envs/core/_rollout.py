@@ -19,9 +19,11 @@ __all__ = [
     "cast_plan",
     "check_rollout_options",
     "play",
+    "play_until_all_done",
     "rollout_policy",
     "set_truncated_last",
     "stack",
+    "stop_mode",
 ]
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
@@ -32,14 +34,12 @@ _ROWS_AFTER = 32  # general steps before rows, in a run that may stop early
 def check_rollout_options(
     env: EnvBase,
     *,
-    break_when_all_done: bool | None,
     out: Any,
     storing_device: Any,
 ) -> None:
     """Raises for TorchRL rollout options tdrl cannot honour."""
     name = f"{type(env).__name__}.rollout"
     refused = [
-        ("break_when_all_done", break_when_all_done, (None, False), "use break_when_any_done"),
         ("out", out, (None,), "the result is a fresh TensorDict; copy it into yours"),
         ("storing_device", storing_device, (None,), "move the result with .to(device)"),
     ]
@@ -238,6 +238,62 @@ def _rows(
             root._tensordict[key] = td._tensordict[key]  # both plain (RowRun's checks)
         if callback is not None:
             callback(env, root)
+
+
+def stop_mode(
+    env: EnvBase, break_when_any_done: bool | None, break_when_all_done: bool | None
+) -> tuple[bool, bool]:
+    """``(break_when_any_done, break_when_all_done)`` as TorchRL resolves them: any is the
+    default unless all is asked; both at once raise ``TypeError``."""
+    every = bool(break_when_all_done)
+    anyone = (not every) if break_when_any_done is None else bool(break_when_any_done)
+    if anyone and every:
+        raise TypeError(
+            f"{type(env).__name__}.rollout: break_when_any_done and break_when_all_done are "
+            "both True (got both; expected at most one). Pass break_when_any_done=False with "
+            "break_when_all_done=True."
+        )
+    return anyone, every
+
+
+def play_until_all_done(
+    env: EnvBase,
+    td: TensorDictBase,
+    max_steps: int,
+    act: Policy,
+    callback: Callable[..., Any] | None,
+) -> TensorDictBase:
+    """``rollout(break_when_all_done=True)`` (TorchRL): nothing is reset, the run ends after
+    the step where every member has been done once, and from its first done on a member's rows
+    repeat its last step. The env steps every member (tdrl has no partial steps)."""
+    steps: list[TensorDictBase] = []
+    active: torch.Tensor | None = None  # [*batch]: the members not done yet
+    for i in range(max_steps):
+        td = env.step(act(td))
+        row = td.copy()
+        if active is not None:
+            row = torch.where(active, row, steps[-1])  # type: ignore[call-overload]
+        steps.append(row)
+        if i == max_steps - 1:
+            break
+        td = env._step_mdp_keep(td)
+        done = _member_done(env, td)
+        active = ~done if active is None else active & ~done
+        if not bool(active.any()):
+            break
+        if callback is not None:
+            callback(env, td)
+    return stack(steps)
+
+
+def _member_done(env: EnvBase, root: TensorDictBase) -> torch.Tensor:
+    """Whether each member (``[*batch]``) has a done leaf that is true."""
+    ndim = len(env.batch_size)
+    out = torch.zeros(env.batch_size, dtype=torch.bool, device=root.device)
+    for g in env.done_groups:
+        done = root.get(g.done)
+        out = out | done.reshape(*done.shape[:ndim], -1).any(-1)
+    return out
 
 
 def set_truncated_last(env: EnvBase, data: TensorDictBase) -> None:
