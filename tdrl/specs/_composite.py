@@ -76,7 +76,7 @@ class Composite(CompositeOps, TensorSpec):
         device: if given, entries are moved to it; ``None`` allows mixed devices.
         data_cls: only None. step_mdp_static: only False. names: only None (TorchRL options
             tdrl does not support; other values raise ``ValueError``).
-        **kwargs: more entries.
+        **kwargs: more entries; ``batch_size`` is TorchRL's alias of ``shape`` (not an entry).
 
     Examples:
         >>> from tdrl.specs import Bounded, Categorical
@@ -114,6 +114,15 @@ class Composite(CompositeOps, TensorSpec):
                     f"Composite.__init__: {name}={value!r} is not supported (got {value!r}; "
                     f"expected {default!r}): tdrl composites build plain TensorDicts. Drop it."
                 )
+        # TorchRL's alias of shape (as TensorDict's batch_size); an entry cannot be named so
+        batch_size = kwargs.pop("batch_size", None)
+        if batch_size is not None:
+            if shape is not None:
+                raise TypeError(
+                    f"Composite.__init__: both shape and batch_size were given (got shape="
+                    f"{shape!r}, batch_size={batch_size!r}; expected one). Pass only shape."
+                )
+            shape = batch_size
         super().__init__(() if shape is None else shape, as_device(device), None)
         self._specs = {}
         self._locked = False

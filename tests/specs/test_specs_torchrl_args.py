@@ -69,3 +69,12 @@ def test_non_tensor_and_composite_take_torchrl_arguments():
     assert "names" not in Composite(a=Unbounded(), names=None).keys()
     with pytest.raises(ValueError, match=r"Composite.__init__: step_mdp_static=True"):
         Composite(step_mdp_static=True)
+
+
+def test_composite_batch_size_is_torchrl_alias_of_shape():
+    from tdrl.specs import Composite, Unbounded
+
+    spec = Composite(obs=Unbounded(shape=(2, 3)), batch_size=(2,))
+    assert spec.shape == (2,) and list(spec.keys()) == ["obs"]
+    with pytest.raises(TypeError, match="both shape and batch_size"):
+        Composite(shape=(2,), batch_size=(2,))
