@@ -28,8 +28,8 @@ class UnsqueezeTransform(Transform):
 
     Args:
         dim: where the new dim goes, counted from the end (``-1``: last).
-        allow_positive_dim: TorchRL's positive dims; only ``False`` is supported (a positive
-            dim would move the batch dims).
+        allow_positive_dim: TorchRL's switch for positive dims; accepted with a negative
+            ``dim`` (positive dims, which would move the batch dims, raise ``ValueError``).
         in_keys: entries to change (``None``: ``"observation"``).
         out_keys: where the results go (default: in place).
         in_keys_inv: inputs the env below reads without the dim.
@@ -58,13 +58,16 @@ class UnsqueezeTransform(Transform):
     ) -> None:
         in_keys = "observation" if in_keys is None else in_keys
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
-        if dim is None or allow_positive_dim:
+        name = type(self).__name__
+        if dim is None or (allow_positive_dim and dim >= 0):
             raise ValueError(
-                f"UnsqueezeTransform.__init__: tdrl needs a negative dim and "
-                f"allow_positive_dim=False (got dim={dim}, allow_positive_dim="
-                f"{allow_positive_dim}). Count the dim from the end, e.g. -1."
+                f"{name}.__init__: tdrl needs a negative dim (got dim={dim}, "
+                f"allow_positive_dim={allow_positive_dim}; expected a dim counted from the end: "
+                "positive dims are not supported, even with allow_positive_dim=True). Count "
+                "the dim from the end, e.g. -1."
             )
-        _check_negative("UnsqueezeTransform", dim=dim)
+        _check_negative(name, dim=dim)
+        self.allow_positive_dim = bool(allow_positive_dim)
         self.dim = dim
 
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
@@ -100,8 +103,8 @@ class FlattenObservation(Transform):
         last_dim: last dim to merge, counted from the end.
         in_keys: entries to change (``None``: ``"pixels"``, as in TorchRL).
         out_keys: where the results go (default: in place).
-        allow_positive_dim: TorchRL's positive dims; only ``False`` is supported (a positive
-            dim would move the batch dims).
+        allow_positive_dim: TorchRL's switch for positive dims; accepted with a negative
+            ``dim`` (positive dims, which would move the batch dims, raise ``ValueError``).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -158,6 +161,7 @@ class SqueezeTransform(UnsqueezeTransform):
 
     Args:
         dim: the size-1 dim to remove, counted from the end.
+        allow_positive_dim: as in :class:`UnsqueezeTransform` (keyword-only).
         in_keys: entries to change (keyword-only; ``None``: ``"observation"``).
         out_keys: where the results go (default: in place).
         in_keys_inv: inputs the env below reads with the dim.
@@ -176,18 +180,15 @@ class SqueezeTransform(UnsqueezeTransform):
         self,
         dim: int | None = None,
         *,
+        allow_positive_dim: bool = False,
         in_keys: KeysArg = None,
         out_keys: KeysArg = None,
         in_keys_inv: KeysArg = None,
         out_keys_inv: KeysArg = None,
     ) -> None:
-        if dim is None:
-            raise ValueError(
-                "SqueezeTransform.__init__: tdrl needs a negative dim (got dim=None). Count the "
-                "dim from the end, e.g. -1."
-            )
         super().__init__(
             dim,
+            allow_positive_dim=allow_positive_dim,
             in_keys=in_keys,
             out_keys=out_keys,
             in_keys_inv=in_keys_inv,

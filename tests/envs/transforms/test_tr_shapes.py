@@ -73,8 +73,10 @@ def test_unsqueeze_inverse_keys_squeeze_what_the_user_writes():
 def test_positive_dims_are_refused():
     with pytest.raises(ValueError, match="dim must be negative"):
         UnsqueezeTransform(0)
-    with pytest.raises(ValueError, match=r"allow_positive_dim=False"):
+    with pytest.raises(ValueError, match=r"positive dims are not supported"):
         UnsqueezeTransform(1, allow_positive_dim=True)
+    with pytest.raises(ValueError, match=r"SqueezeTransform.__init__: .*positive dims"):
+        SqueezeTransform(1, allow_positive_dim=True)
     with pytest.raises(ValueError, match=r"needs a negative dim"):
         UnsqueezeTransform()
     with pytest.raises(ValueError, match="first_dim must be negative"):
@@ -125,3 +127,12 @@ def test_permute_values_inverse_and_refusals():
     assert env.reset()["pixels"].shape == (2, 3, 6, 8)
     with pytest.raises(ValueError, match="dims must permute the trailing dims"):
         PermuteTransform([0, 1], "x")
+
+
+def test_allow_positive_dim_is_accepted_with_a_negative_dim_as_torchrl():
+    for cls in (UnsqueezeTransform, SqueezeTransform):
+        t = cls(-1, allow_positive_dim=True, in_keys="x")
+        assert t.allow_positive_dim and t.dim == -1
+    x = torch.zeros(2, 3, 1)
+    out = SqueezeTransform(-1, allow_positive_dim=True, in_keys="x")._apply_transform(x)
+    assert out.shape == (2, 3)
