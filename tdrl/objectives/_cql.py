@@ -373,19 +373,22 @@ class DiscreteCQLLoss(DQNLoss):
     logsumexp. As TorchRL's, the Bellman term is ``0.5 * distance`` and is output as
     ``"loss_qvalue"`` with ``"pred_value"`` (the mean of every action's value),
     ``"target_value"`` and ``"td_error"`` (the batch mean of the TD error; the batch gets it
-    per sample, ``[*batch, 1]``), and priority weights are not used. Unlike TorchRL 0.14.1,
-    whose bootstrap reads the live network (its target copy is never used), the target copy
-    (``delay_value``) gives the bootstrap values.
+    per sample, ``[*batch, 1]``), and priority weights are not used. As TorchRL 0.14.1's, the
+    bootstrap ``max_a Q(s', a)`` reads the live network (detached): its ``value_loss`` hands
+    the target parameters to the estimator under a keyword the estimator ignores, so the
+    target copy that ``delay_value`` keeps (and the updaters move) is never read.
 
     Args:
         value_network: the Q-network (a tensordict module writing the action values).
         loss_function: ``"l2"`` (the squared error, halved as in TorchRL), ``"smooth_l1"``
             or ``"l1"``.
-        delay_value: keep a target copy of the network for the bootstrap values.
+        delay_value: keep a target copy of the network (moved by ``SoftUpdate``/
+            ``HardUpdate``; as in TorchRL the bootstrap does not read it).
         gamma: the discount of the default value estimator (TorchRL's deprecated argument).
         action_space: ``"one_hot"``, ``"categorical"`` or a spec (see ``DQNLoss``).
         reduction: only ``None``/``"mean"``.
-        double_dqn: pick the next action with the live network (Double DQN; tdrl only).
+        double_dqn: only ``False``: the bootstrap already reads the live network, so
+            Double DQN's selection would change nothing.
         min_q_weight: the weight of the conservative term (tdrl only; TorchRL's is 1).
 
     Examples:
@@ -419,11 +422,17 @@ class DiscreteCQLLoss(DQNLoss):
         double_dqn: bool = False,
         min_q_weight: float = 1.0,
     ) -> None:
+        if double_dqn:
+            raise ValueError(
+                "DiscreteCQLLoss.__init__: double_dqn=True is not supported (got True; expected "
+                "False). As TorchRL's, the bootstrap reads the live network, so Double DQN's "
+                "action selection would change nothing; leave double_dqn at False."
+            )
         super().__init__(
             value_network,
             loss_function=loss_function,
             delay_value=delay_value,
-            double_dqn=double_dqn,
+            double_dqn=False,
             gamma=gamma,
             action_space=action_space,
             reduction=reduction,
@@ -432,6 +441,16 @@ class DiscreteCQLLoss(DQNLoss):
         self.min_q_weight = min_q_weight
 
     _loss_key = "loss_qvalue"
+
+    @torch.no_grad()
+    def _next_value(self, next_td: TensorDictBase) -> Tensor:
+        # TorchRL 0.14.1: max_a Q(s', a) of the live network, not of the target copy.
+        next_values = self._action_values(next_td, None)
+        scores = next_values
+        mask = next_td.get(self.tensor_keys.action_mask, None)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.bool(), float("-inf"))
+        return next_values.gather(-1, scores.argmax(-1, keepdim=True))
 
     def _cql_output(
         self, td: TensorDictBase, pred: Tensor, target: Tensor, action_values: Tensor

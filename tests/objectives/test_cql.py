@@ -262,3 +262,25 @@ def test_cql_outputs_torchrl_keys_with_the_behaviour_cloning_term():
     torch.testing.assert_close(meta["bc_log_prob"], bc.mean())
     got.backward()  # trains the actor
     assert any(p.grad is not None for p in loss.actor_network.parameters())
+
+
+def test_discrete_cql_bootstraps_from_the_live_network_as_torchrl():
+    # TorchRL 0.14.1's DiscreteCQLLoss reads max_a Q(s', a) of the live network even with
+    # delay_value=True: its target copy only moves with the updaters.
+    torch.manual_seed(0)
+    net = make_qnet()
+    loss = DiscreteCQLLoss(net, action_space="categorical")  # delay_value=True
+    loss.make_value_estimator(gamma=0.9)
+    with torch.no_grad():
+        perturb_(loss.value_network_target_params, scale=1.0)
+    batch = make_batch(discrete=True)
+    out = loss(batch)
+    q_data = net.module(batch["observation"]).gather(-1, batch["action"].unsqueeze(-1))
+    with torch.no_grad():
+        next_q = net.module(batch["next", "observation"]).max(-1, keepdim=True).values
+        y = batch["next", "reward"] + 0.9 * (~batch["next", "terminated"]).float() * next_q
+    torch.testing.assert_close(out["target_value"], y.mean())
+    torch.testing.assert_close(out["loss_qvalue"], 0.5 * (q_data - y).pow(2).mean())
+    torch.testing.assert_close(batch["td_error"], (q_data - y).detach().pow(2))
+    with pytest.raises(ValueError, match="double_dqn"):
+        DiscreteCQLLoss(make_qnet(), action_space="categorical", double_dqn=True)
