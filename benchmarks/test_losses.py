@@ -4,7 +4,7 @@ One round is a full training step on a batch of 1024 transitions (observation di
 continuous action from an ``IndependentNormal`` policy, MLPs 2 x 64, advantages and value
 targets already in the batch): loss forward, backward and an Adam step. Each group holds the
 tdrl loss and a hand-written plain version ("raw": the same networks as plain ``nn.Module``
-objects, the same math, the terms a PPO script usually logs), so the ratio raw / tdrl is
+objects, the same math and the diagnostics tdrl returns: TorchRL's), so the ratio raw / tdrl is
 visible in one run::
 
     .venv/bin/python -m pytest benchmarks/test_losses.py --benchmark-enable -p no:cacheprovider
@@ -38,8 +38,10 @@ from tdrl.objectives import A2CLoss, ClipPPOLoss, ReinforceLoss
 
 BATCH, OBS, ACT, HIDDEN = 1024, 17, 6, 64
 CLIP, ENTROPY_COEF, LR = 0.2, 0.01, 3e-4
-# NormalParamExtractor's default "biased_softplus_1.0": a zero input gives a scale of 1.
-SCALE_SHIFT = float(torch.log(torch.expm1(torch.tensor(1.0))))
+# NormalParamExtractor's default "biased_softplus_1.0" (TorchRL's): softplus(x + shift) + 0.01,
+# the shift chosen so that a zero input gives a scale of 1.
+SCALE_MIN = 0.01
+SCALE_SHIFT = float(torch.log(torch.expm1(torch.tensor(1.0 - SCALE_MIN))))
 SCALE_LB = 1e-4
 
 Step = Callable[[], torch.Tensor]
@@ -124,7 +126,7 @@ def _raw_terms(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The tdrl losses written out: the summed loss and the diagnostics tdrl returns too."""
     loc, raw_scale = policy(data["observation"]).chunk(2, -1)
-    scale = softplus(raw_scale + SCALE_SHIFT).clamp_min(SCALE_LB)
+    scale = (softplus(raw_scale + SCALE_SHIFT) + SCALE_MIN).clamp_min(SCALE_LB)
     dist = Normal(loc, scale, validate_args=False)
     log_prob = dist.log_prob(data["action"]).sum(-1, keepdim=True)
     advantage = data["advantage"]
@@ -135,8 +137,13 @@ def _raw_terms(
         ratio = diff.exp()
         gain = torch.minimum(ratio * advantage, ratio.clamp(1 - CLIP, 1 + CLIP) * advantage)
         total = -gain.mean()
-        logs["kl_approx"] = (-diff).mean().detach()
-        logs["clip_fraction"] = ((ratio - 1).abs() > CLIP).float().mean()
+        with torch.no_grad():  # TorchRL's (and tdrl's) ClipPPOLoss diagnostics
+            logs["kl_approx"] = (-diff).mean()
+            logs["clip_fraction"] = ((ratio - 1).abs() > CLIP).float().mean()
+            lw = diff.squeeze(-1)  # effective sample size of the ratios, over the batch
+            logs["ESS"] = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.shape[0]
+            logs["max_ratio"] = ratio.max()
+            logs["mean_ratio"] = ratio.mean()
     else:
         total = -(log_prob * advantage).mean()
     if kind == "reinforce":
@@ -146,7 +153,11 @@ def _raw_terms(
     v, target = value(data["observation"]), data["value_target"]
     total = total + (v - target).pow(2).mean()  # "l2": the full squared error
     logs["entropy"] = entropy.detach()
-    logs["explained_variance"] = (1 - (target - v).var() / target.var().clamp_min(1e-8)).detach()
+    if kind == "ppo":  # TorchRL's PPO logs it (A2C not): population variances over the batch
+        with torch.no_grad():
+            eps = torch.finfo(target.dtype).eps
+            resid = (target - v).var(0, correction=0)
+            logs["explained_variance"] = 1 - resid / (target.var(0, correction=0) + eps)
     return total, logs
 
 
@@ -180,6 +191,15 @@ def test_raw_matches_tdrl(kind: str) -> None:
         torch.testing.assert_close(tdrl_step(), raw_step())
     tdrl_params = [p for p in tdrl_mod.parameters() if p.requires_grad]
     torch.testing.assert_close(tdrl_params, list(raw_mod.parameters()))
+    # the raw version also computes every diagnostic tdrl returns, with the same values
+    batch = _batch()
+    out = tdrl_mod(batch)
+    policy, value = [*raw_mod, None][:2]
+    _, logs = _raw_terms(kind, policy, value, dict(batch.items()))
+    diagnostics = sorted(k for k in out.keys() if not k.startswith("loss_"))
+    assert sorted(logs) == diagnostics
+    for key in diagnostics:
+        torch.testing.assert_close(out[key].detach(), logs[key], msg=key)
 
 
 @pytest.mark.parametrize("impl", ["tdrl", "raw"])
