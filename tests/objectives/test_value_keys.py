@@ -141,3 +141,23 @@ def test_value_estimate_passes_kwargs_to_the_value_network(cls: str) -> None:
     est.value_network = None
     torch.testing.assert_close(scaled, est.value_estimate(given))
     assert not torch.allclose(scaled, plain)
+
+
+def test_losses_discount_with_the_steps_to_next_obs() -> None:
+    # TorchRL's losses hand their batch (with an n-step transform's entry) to value_estimate
+    from tdrl.objectives import DQNLoss
+    from tdrl.testing import make_action_value_net, make_transition_batch
+
+    torch.manual_seed(0)
+    net = make_action_value_net()
+    loss = DQNLoss(net, action_space="categorical", delay_value=False)
+    loss.make_value_estimator(gamma=GAMMA)
+    batch = make_transition_batch(batch=(6,), action="index")
+    batch["steps_to_next_obs"] = torch.tensor([1, 2, 3, 3, 2, 1]).unsqueeze(-1)
+    loss(batch)
+    q = net.module(batch["observation"]).gather(-1, batch["action"].unsqueeze(-1))
+    with torch.no_grad():
+        next_q = net.module(batch["next", "observation"]).max(-1, keepdim=True).values
+    gamma = GAMMA ** batch["steps_to_next_obs"].float()
+    target = batch["next", "reward"] + gamma * (~batch["next", "terminated"]).float() * next_q
+    torch.testing.assert_close(batch["td_error"], (q - target).detach().pow(2))
