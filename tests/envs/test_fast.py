@@ -70,10 +70,11 @@ def test_steps_and_partial_resets_match_the_general_path(layout, batch):
         fast.update(step.select(*fast_env.action_keys))
         slow = _slow(slow).update(step.select(*fast_env.action_keys))
         fast_data, fast = fast_env.step_and_maybe_reset(fast)
-        # what step_and_maybe_reset runs, with the root made Slow again before the partial
-        # resets, so that they too take the general path
+        # what step_and_maybe_reset runs (its root keeps the actions, as TorchRL's), with the
+        # root made Slow again before the partial resets, so that they too take the general path
         slow_data = slow_env.step(slow)
-        slow = slow_env.maybe_reset(_slow(slow_env.step_mdp(slow_data)))
+        root = slow_env.step_mdp(slow_data).update(slow_data.select(*slow_env.action_keys))
+        slow = slow_env.maybe_reset(_slow(root))
         assert type(slow_data) is Slow  # the general path ran
         assert_same_data(fast_data, slow_data)
         assert_same_data(fast, slow)
