@@ -48,7 +48,8 @@ class TensorDictPrimer(Transform):
             is not supported (pass a dict of callables).
         call_before_env_reset: must stay ``False``: the primers are written after the env
             below resets, never handed to its reset.
-        **kwargs: more primers, ``name=spec``.
+        **kwargs: more primers, ``name=spec``; ``device`` (TorchRL's keyword, not a primer)
+            moves the primers' specs, and so the values written, to that device.
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -95,6 +96,9 @@ class TensorDictPrimer(Transform):
             default_value = "random"
         elif default_value is None:
             default_value = 0.0
+        # TorchRL's device keyword (not a primer): the primers' specs, and so their values, go
+        # there
+        device: Any = kwargs.pop("device", None)
         super().__init__()
         self.random = bool(random)
         items: list[tuple[Any, Any]] = []
@@ -110,7 +114,7 @@ class TensorDictPrimer(Transform):
                     f"TensorDictPrimer.__init__: primer {key!r} is not a leaf spec (got "
                     f"{type(spec).__name__}; expected e.g. Unbounded(shape=(8,))). Pass specs."
                 )
-            self.primers[unravel_key(key)] = spec
+            self.primers[unravel_key(key)] = spec if device is None else spec.to(device)
         if isinstance(default_value, Mapping):
             self._defaults = {unravel_key(k): v for k, v in default_value.items()}
             unknown = set(self._defaults) - set(self.primers)

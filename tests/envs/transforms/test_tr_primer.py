@@ -161,3 +161,10 @@ def test_key_clash_and_works_with_other_transforms():
     )
     env.append_transform(StepCounter(4))
     check_env_specs(env)
+
+
+def test_device_is_torchrl_keyword_not_a_primer():
+    t = TensorDictPrimer(hidden=Unbounded(shape=(4,)), device="meta", expand_specs=True)
+    assert list(t.primers) == ["hidden"] and t.primers["hidden"].device == torch.device("meta")
+    t = TensorDictPrimer({"hidden": Unbounded(shape=(4,))}, device="cpu")
+    assert list(t.primers) == ["hidden"]
