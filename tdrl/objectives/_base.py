@@ -18,6 +18,7 @@ from torch.nn.parameter import UninitializedParameter
 from tdrl.modules import ExplorationType, RecurrentModuleBase, set_recurrent_mode
 from tdrl.objectives.value import (
     GAE,
+    MultiAgentGAE,
     TD0Estimator,
     TD1Estimator,
     TDLambdaEstimator,
@@ -31,6 +32,7 @@ _ESTIMATORS: dict[ValueEstimators, type] = {
     ValueEstimators.TD1: TD1Estimator,
     ValueEstimators.TDLambda: TDLambdaEstimator,
     ValueEstimators.GAE: GAE,
+    ValueEstimators.MAGAE: MultiAgentGAE,
 }
 
 
@@ -204,7 +206,7 @@ class LossModule(nn.Module):
     def make_value_estimator(
         self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
     ) -> LossModule:
-        """Builds the value estimator this loss uses (TD0, TD1, TDLambda or GAE).
+        """Builds the value estimator this loss uses (TD0, TD1, TDLambda, GAE or MAGAE).
 
         Args:
             value_type: the estimator kind (an enum member or its name); the loss's default

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from tdrl.modules import ValueNorm
 from tdrl.objectives._ppo import ClipPPOLoss
-from tdrl.objectives.value import MultiAgentGAE, ValueEstimators
+from tdrl.objectives.value import ValueEstimators
 
 __all__ = ["IPPOLoss", "MAPPOLoss"]
 
@@ -113,30 +113,6 @@ class MAPPOLoss(ClipPPOLoss):
                 "e.g. value_norm=PopArtValueNorm(shape=1)."
             )
         self.value_norm = value_norm
-
-    def make_value_estimator(
-        self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
-    ) -> MAPPOLoss:
-        """Builds the value estimator: MultiAgentGAE by default, or any other kind.
-
-        Args:
-            value_type: the estimator kind (an enum member or its name); ``MAGAE`` when None.
-            **hyperparams: ``gamma``, ``lmbda`` and the estimator's options (``agent_dim``,
-                ``average_gae``, ...).
-
-        Returns:
-            The loss, for chaining.
-        """
-        if value_type is None:
-            value_type = self.default_value_estimator
-        if value_type not in (ValueEstimators.MAGAE, ValueEstimators.MAGAE.name):
-            super().make_value_estimator(value_type, **hyperparams)
-            return self
-        params = {"lmbda": 0.95, **self._default_hyperparams(), **hyperparams}
-        estimator = MultiAgentGAE(value_network=self._value_network_for_estimator(), **params)
-        self._value_estimator = estimator
-        self._forward_keys(estimator)
-        return self
 
     def _critic_loss_inputs(
         self, target: Tensor, value: Tensor, old: Tensor | None

@@ -252,6 +252,14 @@ def test_make_value_estimator_kinds_and_keys():
     assert type(loss.value_estimator) is GAE
 
 
+def test_every_ppo_loss_builds_the_multi_agent_gae():
+    # TorchRL's PPO losses (not only MAPPO/IPPO) accept ValueEstimators.MAGAE
+    loss = make_loss(ClipPPOLoss)
+    loss.make_value_estimator("MAGAE", gamma=0.5)
+    est = loss.value_estimator
+    assert type(est) is MultiAgentGAE and est.gamma == 0.5 and est.lmbda == 0.95
+
+
 def test_bad_value_norm_raises():
     actor, critic = make_nets(True)
     with pytest.raises(TypeError, match=r"MAPPOLoss.__init__: value_norm is not a value normal"):
