@@ -8,7 +8,7 @@ import torch
 from tdrl.envs.batched import ParallelEnv, SerialEnv
 from tdrl.envs.core import check_env_specs
 from tdrl.envs.transforms import ActionMask, StepCounter, TensorDictPrimer, TransformedEnv
-from tdrl.specs import Unbounded
+from tdrl.specs import Bounded, Unbounded
 from tdrl.testing import CountingEnv, TransformTestEnv
 
 pytestmark = pytest.mark.timeout(60)
@@ -78,18 +78,22 @@ def test_transforms_around_the_batched_env(kind):
 
 
 def _counted(max_steps=3):
-    return TransformedEnv(CountingEnv(max_steps=100), StepCounter(max_steps))
+    # a primer whose bound is the worker's max_steps: per-worker spec values
+    level = Bounded(0, max_steps, shape=(1,), dtype=torch.int64)
+    env = TransformedEnv(CountingEnv(max_steps=100), StepCounter(max_steps))
+    return env.append_transform(TensorDictPrimer(level=level))
 
 
 @pytest.mark.parametrize("kind", ["serial", "parallel"])
 def test_per_worker_kwargs_whose_specs_differ_in_bounds_stack_them(kind):
-    # TorchRL: per-worker StepCounter(max_steps) gives a batched spec with per-row bounds
+    # TorchRL: per-worker spec values (here a primer's bound) give a batched spec with per-row
+    # bounds
     kwargs = [{"max_steps": 2}, {"max_steps": 4}]
     if kind == "serial":
         env = SerialEnv(2, _counted, create_env_kwargs=kwargs)
     else:
         env = ParallelEnv(2, _counted, create_env_kwargs=kwargs, mp_start_method="fork")
-    spec = env.observation_spec["step_count"]
+    spec = env.observation_spec["level"]
     assert spec.shape == (2, 1) and spec.space.high.flatten().tolist() == [2, 4]
     check_env_specs(env)
     data = env.rollout(6, break_when_any_done=False)
