@@ -76,7 +76,7 @@ def make_categorical_actor(
     Examples:
         >>> actor = make_categorical_actor(act=3)
         >>> actor(TensorDict({"observation": torch.randn(4, 3)}, [4]))["action"].sum(-1)
-        tensor([1., 1., 1., 1.])
+        tensor([1, 1, 1, 1])
     """
     logits = nested_key(nested, "logits")
     return ProbabilisticTensorDictSequential(

@@ -1,10 +1,12 @@
 """The short soak CI runs (the long one, and the real RSS check: ``benchmarks/soak/``): 20 s
 of DQN training with a replay buffer (full within the warm-up), a ParallelEnv and a checkpoint
 every ~3 s, sampled every second. Over the samples after the warm-up (40%), open fds, threads,
-``/dev/shm`` entries and the size of the kept checkpoints must not grow, and RSS must grow by
-less than 2500 MB/h: 20 s only sees gross leaks, since matplotlib's caches, filled by the
-learning curve drawn at each checkpoint, add ~0.3 MB per drawing for its first hundred (the
-long soak leaves them in its warm-up). The run ends with SIGTERM, which must stop it cleanly."""
+``/dev/shm`` entries and the size of the kept checkpoints must not grow, and RSS must not grow
+by more than 150 MB. 20 s cannot tell a slope of RSS from the allocator's steps and from
+matplotlib's caches (filled by the learning curve drawn at each checkpoint: ~0.3 MB per
+drawing for its first hundred, which the long soak leaves in its warm-up), so only a gross leak
+fails here; the long soak judges the slope. The run ends with SIGTERM, which must stop it
+cleanly."""
 
 from __future__ import annotations
 
@@ -29,13 +31,14 @@ def _soak_module():
 
 def test_a_short_soak_shows_no_growth(tmp_path):
     soak = _soak_module()
-    bounds = soak.Bounds(max_rss_mb_per_h=2500.0, warmup=0.4)
+    bounds = soak.Bounds(max_rss_mb_per_h=float("inf"), warmup=0.4)  # the slope: see above
     result = soak.run_soak(
         20.0, tmp_path, every=1.0, checkpoint_frames=512, capacity=768, bounds=bounds
     )
     assert result.samples >= 15 and result.checkpoints >= 3, result
     assert result.exit_code == 0
     assert result.passed, result.failures
+    assert result.rss_mb_end - result.rss_mb_start < 150.0, result
 
 
 def test_the_judge_fails_each_kind_of_growth():
