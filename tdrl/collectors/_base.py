@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -105,8 +106,9 @@ class BaseCollector(abc.ABC):
         """The collector's state (counters, policy weights, env state)."""
 
     @abc.abstractmethod
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restores what :meth:`state_dict` returned."""
+    def load_state_dict(self, state_dict: dict[str, Any], *, strict: bool = True) -> None:
+        """Restores what :meth:`state_dict` returned (``strict`` goes to the env's and the
+        policy's ``load_state_dict``)."""
 
     @abc.abstractmethod
     def _push_weights(self, weights: Any, worker_ids: list[int] | None) -> None:
@@ -123,6 +125,7 @@ class BaseCollector(abc.ABC):
         worker_ids: int | Sequence[int] | None = None,
         model_id: str | None = None,
         weights_dict: Mapping[str, Any] | None = None,
+        policy_weights: Weights | None = None,
     ) -> None:
         """Brings new policy weights to the collector's policy (or its workers' copies).
 
@@ -139,6 +142,8 @@ class BaseCollector(abc.ABC):
                 others keep their weights. A single-process collector has the one worker 0.
             model_id: ``"policy"`` (or None): tdrl collectors sync the policy only.
             weights_dict: ``{"policy": weights}``, TorchRL's form for several models.
+            policy_weights: TorchRL's deprecated name of ``policy_or_weights`` (a
+                ``DeprecationWarning``, then the same).
 
         Raises:
             ValueError: two sources of weights are given, another model than ``"policy"`` is
@@ -146,6 +151,20 @@ class BaseCollector(abc.ABC):
             TypeError: ``worker_ids`` holds something other than worker indices (devices).
         """
         owner = f"{type(self).__name__}.update_policy_weights_"
+        if policy_weights is not None:
+            if policy_or_weights is not None:
+                raise ValueError(
+                    f"{owner}: two sources of weights (got policy_or_weights and "
+                    "policy_weights; expected one). policy_weights is the deprecated name of "
+                    "policy_or_weights: pass only policy_or_weights."
+                )
+            warnings.warn(
+                f"{owner}: policy_weights is deprecated (as in TorchRL); pass the weights as "
+                "policy_or_weights.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            policy_or_weights = policy_weights
         with self._lock:  # after the batch in progress in start()'s thread, if any
             self._update(
                 owner, policy_or_weights, weights, policy, worker_ids, model_id, weights_dict

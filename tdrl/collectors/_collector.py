@@ -475,9 +475,10 @@ class Collector(BaseCollector):
             state["policy"] = self.policy.state_dict()
         return state
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any], *, strict: bool = True) -> None:
         """Restores what ``state_dict`` returned; the trajectories in progress continue with
-        fresh ids drawn from the restored counters (the envs are not reset), as in TorchRL."""
+        fresh ids drawn from the restored counters (the envs are not reset), as in TorchRL.
+        ``strict`` goes to the env's and the policy's ``load_state_dict``."""
         state = state_dict
         self.frames = int(state["frames"])
         self._ids[0].next_id = int(state["next_traj_id"])
@@ -486,9 +487,9 @@ class Collector(BaseCollector):
         for ids in self._ids:  # as TorchRL: the current trajectories get ids after the restored
             ids.start()
         if "env" in state and hasattr(self.env, "load_state_dict"):
-            self.env.load_state_dict(state["env"])
+            self.env.load_state_dict(state["env"], strict=strict)
         if "policy" in state and isinstance(self.policy, nn.Module):
-            self.policy.load_state_dict(state["policy"])
+            self.policy.load_state_dict(state["policy"], strict=strict)
 
     def reset(self, index: Any = None, **kwargs: Any) -> None:
         """Resets the envs: the next batch starts from fresh trajectories with new

@@ -402,8 +402,9 @@ class MultiCollectorBase(BaseCollector):
         states = self._ask_each("state_dict", "state_dict", [()] * self.num_workers)
         return {"frames": self.frames, "workers": states}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restores what ``state_dict`` returned (same number of workers)."""
+    def load_state_dict(self, state_dict: dict[str, Any], *, strict: bool = True) -> None:
+        """Restores what ``state_dict`` returned (same number of workers); ``strict`` goes to
+        the workers' env and policy ``load_state_dict``."""
         state = state_dict
         workers = state["workers"]
         if len(workers) != self.num_workers:
@@ -411,7 +412,7 @@ class MultiCollectorBase(BaseCollector):
                 f"{self._owner}.load_state_dict: the state holds {len(workers)} workers "
                 f"(expected {self.num_workers}). Load it into a collector with as many workers."
             )
-        self._ask_each("load_state_dict", "load_state_dict", [(s,) for s in workers])
+        self._ask_each("load_state_dict", "load_state_dict", [(s, strict) for s in workers])
         self.frames = int(state["frames"])
 
     def reset(self, reset_idx: Sequence[bool] | None = None) -> None:

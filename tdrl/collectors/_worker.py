@@ -123,8 +123,8 @@ class _Server:
     def state_dict(self) -> dict[str, Any]:
         return self.collector.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.collector.load_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        self.collector.load_state_dict(state, strict=strict)
 
     def close(self) -> None:
         self.collector.shutdown()

@@ -130,8 +130,8 @@ class CollectorServer:
     def state_dict(self) -> dict[str, Any]:
         return {"collector": self.collector.state_dict(), "policy_version": self.version}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.collector.load_state_dict(state["collector"])
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        self.collector.load_state_dict(state["collector"], strict=strict)
         self.version = int(state.get("policy_version", self.version))
 
     def close(self) -> None:

@@ -404,8 +404,11 @@ class RayCollector(BaseCollector):
         states = self._fleet.call_all("state_dict", [()] * self.num_workers)
         return {"frames": self.frames, "workers": states}
 
-    def load_state_dict(self, state_dict: Mapping[str, Any] | Sequence[Any]) -> None:
-        """Restores :meth:`state_dict` (also TorchRL's list of per-collector states)."""
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any] | Sequence[Any], *, strict: bool = True
+    ) -> None:
+        """Restores :meth:`state_dict` (also TorchRL's list of per-collector states);
+        ``strict`` goes to the actors' env and policy ``load_state_dict``."""
         self._live("load_state_dict")
         if isinstance(state_dict, Mapping):
             workers = list(state_dict["workers"])
@@ -417,7 +420,7 @@ class RayCollector(BaseCollector):
                 f"(expected {self.num_workers}). Load it into a RayCollector with as many."
             )
         self._drain()
-        self._fleet.call_all("load_state_dict", [(s,) for s in workers])
+        self._fleet.call_all("load_state_dict", [(s, strict) for s in workers])
         for w, state in enumerate(workers):  # the actors run the state's weights until an update
             self._weights.reset(w, int(state.get("policy_version", 0)))
         if isinstance(state_dict, Mapping):

@@ -122,9 +122,17 @@ def test_update_policy_weights_refuses_what_tdrl_cannot_do():
         update(_policy(1.0), policy=_policy(1.0))
     with pytest.raises(ValueError, match="no parameters"):
         update(torch.nn.ReLU())
-    with pytest.raises(TypeError):
-        update(_policy(1.0), policy_weights=None)  # TorchRL's deprecated name is refused
+    with pytest.raises(ValueError, match="policy_weights is the deprecated name"):
+        update(_policy(1.0), policy_weights=_policy(2.0))
     assert collector.policy.module.value.item() == 0.0
+
+
+def test_update_policy_weights_takes_torchrl_s_deprecated_policy_weights():
+    policy = _policy(0.0)
+    collector = Collector(CountingEnv(), policy, frames_per_batch=2)
+    with pytest.warns(DeprecationWarning, match="policy_weights is deprecated"):
+        collector.update_policy_weights_(policy_weights=TensorDict.from_module(_policy(6.0)))
+    assert policy.module.value.item() == 6.0
 
 
 def test_load_state_dict_takes_state_dict_by_name():
@@ -135,6 +143,18 @@ def test_load_state_dict_takes_state_dict_by_name():
     other.load_state_dict(state_dict=state)
     assert other.frames == 2
     assert next(iter(other))["collector", "traj_ids"].tolist() == [1, 1]
+
+
+def test_load_state_dict_strict_reaches_the_policy():
+    # TorchRL forwards strict to the env's and the policy's load_state_dict
+    collector = Collector(CountingEnv(max_steps=100), _policy(3.0), frames_per_batch=2)
+    state = collector.state_dict()
+    state["policy"] = {**state["policy"], "module.extra": torch.zeros(1)}
+    other = Collector(CountingEnv(max_steps=100), _policy(0.0), frames_per_batch=2)
+    with pytest.raises(RuntimeError, match=r"module\.extra"):
+        other.load_state_dict(state)
+    other.load_state_dict(state, strict=False)
+    assert other.policy.module.value.item() == 3.0
 
 
 def test_collectors_share_base_collector_and_its_abstract_methods():

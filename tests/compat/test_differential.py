@@ -68,15 +68,7 @@ OPEN: dict[str, str] = {
 
 # Known open gaps in what tdrl accepts through TorchRL's **kwargs (entry name -> what is missing).
 OPEN_KWARGS: dict[str, str] = {
-    "torchrl.collectors.AsyncCollector.update_policy_weights_": "policy_weights (TorchRL's deprecated alias of policy_or_weights) not accepted",
-    "torchrl.collectors.BaseCollector.update_policy_weights_": "policy_weights (deprecated alias) not accepted",
-    "torchrl.collectors.Collector.update_policy_weights_": "policy_weights (deprecated alias) not accepted",
-    "torchrl.collectors.MultiAsyncCollector.update_policy_weights_": "policy_weights (deprecated alias) not accepted",
-    "torchrl.collectors.MultiSyncCollector.update_policy_weights_": "policy_weights (deprecated alias) not accepted",
-    "torchrl.collectors.Collector.load_state_dict": "strict= (forwarded to the env's and policy's load_state_dict) not accepted",
     "torchrl.envs.EnvBase.reset": "reset(options=...) is refused; TorchRL forwards it to the env's _reset (gym's reset options)",
-    "torchrl.envs.GymWrapper": "spec_locked= not accepted",
-    "torchrl.envs.TransformedEnv": "batch_size/run_type_checks/spec_locked/auto_reset (EnvBase options) not accepted",
     "torchrl.modules.Actor": "TensorDictModule options out_to_in_map/method/method_kwargs/strict/get_kwargs not accepted",
     "torchrl.modules.MultiAgentMLP": "MLP options norm_class/norm_kwargs/single_bias_last_layer/layer_class/layer_kwargs not accepted",
 }

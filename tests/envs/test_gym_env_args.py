@@ -183,3 +183,12 @@ def test_batched_gym_envs_seed_each_worker_with_the_chain():
         raw.reset(seed=s)
         expected.append(raw.reset()[0])
     np.testing.assert_array_equal(env.reset()["observation"].numpy(), np.stack(expected))
+
+
+def test_gym_wrapper_takes_spec_locked_as_torchrl():
+    import gymnasium
+
+    env = GymWrapper(gymnasium.make("CartPole-v1"), spec_locked=False)
+    assert env.spec_locked is False
+    assert GymWrapper(gymnasium.make("CartPole-v1")).spec_locked is True
+    assert env.rollout(3)["next", "observation"].shape == (3, 4)

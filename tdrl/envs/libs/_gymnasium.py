@@ -81,6 +81,7 @@ class GymWrapper(EnvBase):
             over the steps, and the repetition stops early when an episode ends (any sub-env of
             a vector env).
         batch_size: only None or the env's own batch size.
+        spec_locked: accepted as :class:`~tdrl.envs.EnvBase` does (tdrl never locks specs).
         info_keys: info entries to copy into the data (next to the observations, in the
             observation spec): a list of keys whose specs are inferred from the info of a first
             reset, or a mapping from key to the spec of one (unbatched) env for keys that only
@@ -119,6 +120,7 @@ class GymWrapper(EnvBase):
         device: torch.device | str | None = None,
         allow_done_after_reset: bool = False,
         batch_size: Sequence[int] | torch.Size | None = None,
+        spec_locked: bool = True,
     ) -> None:
         if env is None:
             raise TypeError(
@@ -138,7 +140,10 @@ class GymWrapper(EnvBase):
                 "Drop batch_size."
             )
         super().__init__(
-            batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset
+            batch_size=batch,
+            device=device,
+            allow_done_after_reset=allow_done_after_reset,
+            spec_locked=spec_locked,
         )
         self.env = env
         self.categorical_action_encoding = categorical_action_encoding

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -58,6 +58,12 @@ class TransformedEnv(EnvBase):
             ``True`` (TorchRL's flattening into one TransformedEnv) is not supported.
         device: the device of the data (keyword-only): when it is not the base env's, a
             :class:`DeviceCastTransform` to it comes first.
+        batch_size: TorchRL's EnvBase option: None or the base env's batch size (another
+            raises ``ValueError``).
+        run_type_checks: check every reset and step output of the TransformedEnv against its
+            specs (as :class:`EnvBase`).
+        spec_locked: accepted as :class:`EnvBase` does (tdrl never locks specs).
+        auto_reset: ``False`` only, as :class:`EnvBase`.
 
     Attributes:
         base_env: the wrapped env.
@@ -82,6 +88,10 @@ class TransformedEnv(EnvBase):
         *,
         auto_unwrap: bool | None = None,
         device: torch.device | str | None = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        run_type_checks: bool = False,
+        spec_locked: bool = True,
+        auto_reset: bool = False,
     ) -> None:
         env = base_env
         if not isinstance(env, EnvBase):
@@ -99,6 +109,12 @@ class TransformedEnv(EnvBase):
                     f"expected {ok!r} or the default). Drop {name}: specs are recomputed when "
                     "the transforms change, and nested TransformedEnvs run in order."
                 )
+        if batch_size is not None and torch.Size(batch_size) != env.batch_size:
+            raise ValueError(
+                f"TransformedEnv.__init__: batch_size differs from the base env's (got "
+                f"{tuple(batch_size)}; expected {tuple(env.batch_size)} or None). A "
+                "TransformedEnv has its base env's batch size: drop batch_size."
+            )
         self.base_env = env
         self._flat: list[Transform] = []
         self._attached: list[Transform] = []
@@ -107,7 +123,10 @@ class TransformedEnv(EnvBase):
         super().__init__(
             batch_size=env.batch_size,
             device=env.device,
+            run_type_checks=run_type_checks,
             allow_done_after_reset=env.allow_done_after_reset,
+            spec_locked=spec_locked,
+            auto_reset=auto_reset,
             validate=env.validate,
         )
         if transform is None:

@@ -15,8 +15,10 @@ from tdrl.envs import (
     StepCounter,
     TensorDictPrimer,
     ToTensorImage,
+    Transform,
     TransformedEnv,
 )
+from tdrl.errors import SpecError
 from tdrl.specs import Bounded, Unbounded
 from tdrl.testing import CountingEnv, NestedCountingEnv, TransformTestEnv
 
@@ -156,3 +158,41 @@ def test_image_key_defaults_are_pixels_as_torchrl():
     assert env.reset()["pixels"].shape == (2, 144)
     with pytest.raises(ValueError, match="allow_positive_dim=True"):
         FlattenObservation(-2, -1, allow_positive_dim=True)
+
+
+def test_transformed_env_takes_torchrl_s_env_base_options():
+    base = CountingEnv(batch_size=(2,))
+    env = TransformedEnv(
+        base, StepCounter(), batch_size=(2,), run_type_checks=True, spec_locked=False
+    )
+    assert env.batch_size == (2,) and env.run_type_checks and not env.spec_locked
+    assert env.rollout(3)["next", "step_count"].shape == (2, 3, 1)
+    with pytest.raises(ValueError, match=r"batch_size differs from the base env's \(got \(3,\)"):
+        TransformedEnv(CountingEnv(batch_size=(2,)), batch_size=(3,))
+    with pytest.raises(ValueError, match="auto_reset=True is not supported"):
+        TransformedEnv(CountingEnv(), auto_reset=True)
+
+
+class _DoubleLater(Transform):
+    """Turns the reward to float64 from its third call on (the reset, then a first step), outside its spec."""
+
+    def __init__(self) -> None:
+        super().__init__(in_keys=["reward"])
+        self.calls = 0
+
+    def _apply_transform(self, reward: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return reward.double() if self.calls > 2 else reward
+
+
+def test_transformed_env_run_type_checks_checks_every_output():
+    # the one-time check of the first outputs passes; only run_type_checks sees the later ones
+    checked = TransformedEnv(CountingEnv(max_steps=100), _DoubleLater(), run_type_checks=True)
+    td = checked.reset()
+    td["action"] = torch.ones(1)
+    td = checked.step_mdp(checked.step(td))
+    td["action"] = torch.ones(1)
+    with pytest.raises(SpecError, match="reward"):
+        checked.step(td)
+    quiet = TransformedEnv(CountingEnv(max_steps=100), _DoubleLater())
+    assert quiet.rollout(3)["next", "reward"].dtype == torch.float64
