@@ -69,7 +69,6 @@ OPEN: dict[str, str] = {
 # Known open gaps in what tdrl accepts through TorchRL's **kwargs (entry name -> what is missing).
 OPEN_KWARGS: dict[str, str] = {
     "torchrl.envs.EnvBase.reset": "reset(options=...) is refused; TorchRL forwards it to the env's _reset (gym's reset options)",
-    "torchrl.modules.Actor": "TensorDictModule options out_to_in_map/method/method_kwargs/strict/get_kwargs not accepted",
     "torchrl.modules.MultiAgentMLP": "MLP options norm_class/norm_kwargs/single_bias_last_layer/layer_class/layer_kwargs not accepted",
 }
 

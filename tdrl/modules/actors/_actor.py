@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
@@ -30,6 +31,9 @@ class Actor(SafeModule):
         spec: optional spec of the outputs.
         safe: project the outputs that have a spec into it (default ``False``, as TorchRL).
         inplace: ``tensordict.nn.TensorDictModule``'s ``inplace``.
+        **kwargs: the other options of ``tensordict.nn.TensorDictModule`` (``out_to_in_map``,
+            ``method``, ``method_kwargs``, ``strict``, ``get_kwargs``), as TorchRL forwards
+            them; an unknown name raises ``TypeError``.
 
     Examples:
         >>> import torch
@@ -53,12 +57,13 @@ class Actor(SafeModule):
         spec: TensorSpec | None = None,
         safe: bool = False,
         inplace: bool | str = True,
+        **kwargs: Any,
     ) -> None:
         ins = ["observation"] if in_keys is None else as_key_list(in_keys)
         outs = ["action"] if out_keys is None else as_key_list(out_keys)
         if spec is not None and not isinstance(spec, Composite) and "action" in outs:
             spec = Composite(action=spec)
-        super().__init__(module, ins, outs, spec=spec, safe=safe, inplace=inplace)
+        super().__init__(module, ins, outs, spec=spec, safe=safe, inplace=inplace, **kwargs)
 
 
 class ValueOperator(TensorDictModule):

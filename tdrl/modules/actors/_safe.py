@@ -88,6 +88,8 @@ class SafeModule(TensorDictModule):
         spec: optional spec of the outputs (a leaf for one out key, or a Composite).
         safe: project the outputs into ``spec`` after each call.
         inplace: ``tensordict.nn.TensorDictModule``'s ``inplace`` (write into the input).
+        out_to_in_map, method, method_kwargs, strict, get_kwargs: the other options of
+            ``tensordict.nn.TensorDictModule`` (keyword-only), passed on as TorchRL does.
 
     Raises:
         ValueError: a leaf spec for several out keys, spec keys that are not out keys, or
@@ -114,8 +116,24 @@ class SafeModule(TensorDictModule):
         spec: TensorSpec | None = None,
         safe: bool = False,
         inplace: bool | str = True,
+        *,
+        out_to_in_map: bool | None = None,
+        method: str | None = None,
+        method_kwargs: dict[str, Any] | None = None,
+        strict: bool = False,
+        get_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(module, in_keys=in_keys, out_keys=out_keys, inplace=inplace)
+        super().__init__(
+            module,
+            in_keys=in_keys,
+            out_keys=out_keys,
+            inplace=inplace,
+            out_to_in_map=out_to_in_map,
+            method=method,
+            method_kwargs=method_kwargs,
+            strict=strict,
+            get_kwargs=get_kwargs,
+        )
         where = f"{type(self).__name__}.__init__"
         self._spec = output_spec(spec, self.out_keys, where)
         check_safe(safe, self._spec, where)
