@@ -199,11 +199,13 @@ class TD3Loss(LossModule):
         key = self.tensor_keys.state_action_value
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
-        # Every critic scores the action (TorchRL's diagnostic); the first one trains the actor.
-        values = self.qvalue_network(acted, self.qvalue_network.params.detach(), out_key=key)
+        params = self.qvalue_network.params.detach()
+        value = self.qvalue_network(acted, params[0], out_key=key)  # the first one trains
+        with torch.no_grad():  # TorchRL's diagnostic: every critic scores the action
+            values = self.qvalue_network(acted, params, out_key=key)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        loss = -batch_mean(values[0], tensordict, weight_key)
-        return loss, {"state_action_value_actor": values.detach().squeeze(-1)}
+        loss = -batch_mean(value, tensordict, weight_key)
+        return loss, {"state_action_value_actor": values.squeeze(-1)}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue`` and the diagnostics on a batch."""
