@@ -29,8 +29,9 @@ lint: $(VENV)/.test-installed
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_file_sizes.py tdrl 800
 
+# two workers (CI has 2 cores); a test file stays on one worker (its fixtures and processes)
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python -m pytest benchmarks --benchmark-enable
