@@ -27,6 +27,7 @@ Examples:
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -498,6 +499,10 @@ class LoadAudit:
     Python audit hooks cannot be removed, so one hook is installed on first use and only records
     while an audit is active. Opens are judged by their real path (links resolved), so a read
     through a link that leaves the folder is caught even if the path looks inside.
+
+    Garbage that is pending when the audit starts is collected first, and the cyclic collector
+    is paused while it is active: a finalizer of an unrelated object (a freed memmap storage
+    removing its own temporary folder) would otherwise be recorded as the load's open.
     """
 
     _active: ClassVar[LoadAudit | None] = None
@@ -517,6 +522,7 @@ class LoadAudit:
     def __init__(self, root: Path) -> None:
         self.root = os.path.realpath(root)
         self.events: list[tuple[str, str]] = []
+        self._gc_was_enabled = False
 
     @classmethod
     def _hook(cls, event: str, args: tuple[Any, ...]) -> None:
@@ -538,11 +544,16 @@ class LoadAudit:
         if not LoadAudit._installed:
             sys.addaudithook(LoadAudit._hook)
             LoadAudit._installed = True
+        gc.collect()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
         LoadAudit._active = self
         return self
 
     def __exit__(self, *exc: Any) -> None:
         LoadAudit._active = None
+        if self._gc_was_enabled:
+            gc.enable()
 
 
 def check_outcome(error: BaseException | None, root: Path) -> str | None:
