@@ -272,6 +272,7 @@ def play_until_all_done(
         td = env.step(act(td))
         row = td.copy()
         if active is not None:
+            # TensorDicts take torch.where through __torch_function__; torch's stubs list tensors
             row = torch.where(active, row, steps[-1])  # type: ignore[call-overload]
         steps.append(row)
         if i == max_steps - 1:
