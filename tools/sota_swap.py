@@ -1,12 +1,15 @@
 """Runs the SOTA-style scripts on TorchRL: the import swap, the runs, the recorded results.
 
-The scripts here import tdrl. :func:`swap_tree` copies this folder to a temporary one and
+Kept in ``tools/`` beside the other TorchRL-side tooling (``tools/differential/``): it drives a
+TorchRL venv, and nothing in ``tdrl/``, ``tests/`` or ``benchmarks/`` refers to torchrl's
+modules. The scripts in ``tests/compat/sota/`` import tdrl. :func:`swap_tree` copies that
+folder to a temporary one and
 rewrites ``tdrl`` to ``torchrl`` on import lines only (nothing else changes), so the copy is
 the TorchRL script a user would start from. The commands run each case in a separate process
 with the given Python::
 
-    python tests/compat/sota/_swap.py record [CASE ...]     # torchrl -> torchrl_results.json
-    python tests/compat/sota/_swap.py compare [CASE ...]    # both libraries, side by side
+    python tools/sota_swap.py record [CASE ...]     # torchrl -> sota/torchrl_results.json
+    python tools/sota_swap.py compare [CASE ...]    # both libraries, side by side
 
 ``record`` uses ``TORCHRL_PYTHON`` (default ``/tmp/trl-venv/bin/python``, a venv with torchrl
 0.14.1); ``compare`` also runs the tdrl scripts with ``TDRL_PYTHON`` (default this
@@ -25,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1] / "tests" / "compat" / "sota"
 RESULTS = ROOT / "torchrl_results.json"
 _IMPORT = re.compile(r"^(\s*(?:from|import)\s+)tdrl(?=[.\s])", re.MULTILINE)
 sys.path.insert(0, str(ROOT))
@@ -37,16 +40,14 @@ def swap_imports(source: str) -> str:
     """``source`` with ``tdrl`` replaced by ``torchrl`` at the start of import lines only.
 
     Examples:
-        >>> print(swap_imports("from tdrl.envs import GymEnv\\nx = 'tdrl'\\nimport tdrl.utils"))
-        from torchrl.envs import GymEnv
-        x = 'tdrl'
-        import torchrl.utils
+        >>> swap_imports("from tdrl.envs import GymEnv\\nx = 'tdrl'").split("\\n")
+        ['from torchrl.envs import GymEnv', "x = 'tdrl'"]
     """
     return _IMPORT.sub(r"\1torchrl", source)
 
 
 def swap_tree(dest: Path) -> Path:
-    """Copies this folder's scripts and configs to ``dest`` with the imports swapped."""
+    """Copies the SOTA folder's scripts and configs to ``dest`` with the imports swapped."""
     for path in ROOT.rglob("*"):
         if "__pycache__" in path.parts or path.suffix not in (".py", ".yaml"):
             continue

@@ -4,7 +4,7 @@ Each folder of ``sota/`` holds a script written the way TorchRL's ``sota-impleme
 (a ``main``/``train`` with the loop, a ``utils_<algo>.py`` of ``make_*`` helpers, a hydra-style
 YAML config read by ``sota/_config.py``): DQN, PPO, A2C, DDPG, SAC, TD3, discrete SAC, offline
 IQL, online CQL, MAPPO, QMIX and MADDPG. Each one ran on torchrl 0.14.1 with only the imports
-swapped (``sota/_swap.py``), which recorded what it logged in ``sota/torchrl_results.json``.
+swapped (``tools/sota_swap.py``), which recorded what it logged in ``sota/torchrl_results.json``.
 
 Here every script runs on tdrl with the tiny budget of ``sota/_cases.py``; the tests check what
 the run produced: finite losses, the logger's CSV files and video, the collected batch, the

@@ -3,7 +3,7 @@
 Each case names a script folder, the script module, its YAML config, the entry function
 (``main``, or ``train`` for the multi-agent scripts) and the hydra-style overrides that shrink
 the run. ``torchrl_results.json`` holds what each case logged on torchrl 0.14.1 with exactly
-these overrides (``python tests/compat/sota/_swap.py record``).
+these overrides (``python tools/sota_swap.py record``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Runs one SOTA-style script (a case of :mod:`_cases`) and summarises what it logged.
 
 Library-agnostic: it imports neither tdrl nor torchrl itself, so the same file drives the
-scripts in this folder (tdrl) and the import-swapped copies :mod:`_swap` makes (torchrl).
+scripts in this folder (tdrl) and the import-swapped copies ``tools/sota_swap.py`` makes (torchrl).
 
-Command line (used by :mod:`_swap` in each library's venv)::
+Command line (used by ``tools/sota_swap.py`` in each library's venv)::
 
     python _run.py CASE --out result.json [--workdir DIR]
 """
