@@ -500,9 +500,10 @@ class LoadAudit:
     while an audit is active. Opens are judged by their real path (links resolved), so a read
     through a link that leaves the folder is caught even if the path looks inside.
 
-    Garbage that is pending when the audit starts is collected first, and the cyclic collector
-    is paused while it is active: a finalizer of an unrelated object (a freed memmap storage
-    removing its own temporary folder) would otherwise be recorded as the load's open.
+    The cyclic garbage collector is paused while an audit is active: a finalizer of an unrelated
+    object (a freed memmap storage removing its own temporary folder) run by a collection that
+    happens to fall inside the load would otherwise be recorded as the load's open. Nothing is
+    collected up front (a full collection per audit made the hostile suites minutes slower).
     """
 
     _active: ClassVar[LoadAudit | None] = None
@@ -544,7 +545,6 @@ class LoadAudit:
         if not LoadAudit._installed:
             sys.addaudithook(LoadAudit._hook)
             LoadAudit._installed = True
-        gc.collect()
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         LoadAudit._active = self
