@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from torch import Tensor
 
 from tdrl.objectives._base import LossModule
 
@@ -54,6 +55,7 @@ class TargetNetUpdater:
             )
         self.loss_module = loss_module
         self._cached: list[tuple[TensorDictBase, TensorDictBase]] | None = None
+        self._cached_leaves: tuple[list[Tensor], list[Tensor]] | None = None
         self.initialized = False
         self.init_()
 
@@ -66,6 +68,22 @@ class TargetNetUpdater:
         if not self.loss_module._pending_targets:
             self._cached = pairs
         return pairs
+
+    @property
+    def _leaves(self) -> tuple[list[Tensor], list[Tensor]]:
+        """``(targets, sources)``: every target leaf and its live leaf (paired by key, as
+        ``TensorDict.lerp_`` pairs them), flat over all networks, for one ``_foreach`` call."""
+        if self._cached_leaves is not None:
+            return self._cached_leaves
+        targets: list[Tensor] = []
+        sources: list[Tensor] = []
+        for live, target in self._pairs:
+            for key, leaf in target.items(True, True):
+                targets.append(leaf)
+                sources.append(live.get(key))
+        if self._cached is not None:
+            self._cached_leaves = (targets, sources)
+        return targets, sources
 
     @torch.no_grad()
     def init_(self) -> None:
@@ -140,6 +158,17 @@ class SoftUpdate(TargetNetUpdater):
         super().__init__(loss_module)
         self.tau = tau
         self.eps = 1.0 - tau
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Moves every target towards its live network: one ``_foreach_lerp_`` over all leaves
+        (the same numbers as ``_step`` per network; a subclass's own ``_step`` is used)."""
+        if type(self)._step is not SoftUpdate._step:
+            super().step()
+            return
+        targets, sources = self._leaves
+        if targets:
+            torch._foreach_lerp_(targets, sources, self.tau)
 
     def _step(self, p_source: TensorDictBase, p_target: TensorDictBase) -> None:
         p_target.lerp_(p_source, self.tau)
