@@ -241,6 +241,51 @@ def test_update_tensordict_priority_errors():
         )
 
 
+@pytest.mark.parametrize("reduction", ["max", "min", "sum", "mean", "median"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_a_trailing_priority_dim_of_one_gives_the_bits_of_the_reduction(reduction, dtype):
+    """A [B, 1] TD error (what DQN, DDPG and TD3 write) sets exactly the weights the reduction
+    over its last dim gives; the reduced tensor handed on is not the caller's memory."""
+    g = torch.Generator().manual_seed(0)
+    priority = (torch.rand(16, 1, generator=g, dtype=torch.float64) * 7).to(dtype)
+    rbs = [
+        TensorDictPrioritizedReplayBuffer(
+            alpha=0.6, beta=0.4, reduction=reduction, storage=LazyTensorStorage(32)
+        )
+        for _ in range(2)
+    ]
+    flat = priority if priority.is_floating_point() else priority.double()
+    expected = {
+        "max": lambda: flat.amax(-1),
+        "min": lambda: flat.amin(-1),
+        "sum": lambda: flat.sum(-1),
+        "mean": lambda: flat.mean(-1),
+        "median": lambda: flat.median(-1).values,
+    }[reduction]()
+    given = priority.clone()
+    for rb in rbs:
+        rb.extend(TensorDict({"obs": torch.zeros(32, 2)}, [32]))
+    index = torch.arange(3, 19)
+    rbs[0].update_tensordict_priority(TensorDict({"index": index, "td_error": priority}, [16]))
+    rbs[1].update_priority(index, expected)
+    everything = torch.arange(32)
+    assert torch.equal(rbs[0].sampler.weights(everything), rbs[1].sampler.weights(everything))
+    assert rbs[0].sampler.max_priority == rbs[1].sampler.max_priority
+    assert torch.equal(priority, given)
+
+
+def test_update_tensordict_priority_names_a_missing_nested_entry():
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=1.0, priority_key=("agents", "td_error"), storage=LazyTensorStorage(8)
+    )
+    rb.extend(TensorDict({"obs": torch.zeros(4, 2)}, [4]))
+    node = TensorDict({"index": torch.arange(4), "agents": {"td_error": {"x": torch.ones(4)}}}, [4])
+    with pytest.raises(KeyError, match=r"no \('agents', 'td_error'\) entry"):
+        rb.update_tensordict_priority(node)  # a node, not a leaf
+    with pytest.raises(KeyError, match=r"no \('agents', 'td_error'\) entry .*'index'"):
+        rb.update_tensordict_priority(TensorDict({"index": torch.arange(4)}, [4]))
+
+
 def test_extend_with_priority_key_sets_priorities():
     rb = TensorDictPrioritizedReplayBuffer(
         alpha=1.0, beta=1.0, eps=0.0, storage=LazyTensorStorage(8)

@@ -43,7 +43,11 @@ def _reduce_priority(priority: torch.Tensor, index: torch.Tensor, reduction: str
             "priority shape to start with the index shape). Compute one priority per element."
         )
     flat = priority.reshape(*index.shape, -1)
-    return _REDUCE[reduction](flat if flat.is_floating_point() else flat.double())
+    if not flat.is_floating_point():
+        flat = flat.double()
+    if flat.shape[-1] == 1:  # e.g. [B, 1]: every reduction of one value is that value
+        return flat.squeeze(-1)
+    return _REDUCE[reduction](flat)
 
 
 class TensorDictReplayBuffer(ReplayBuffer):
@@ -189,9 +193,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
             >>> sample["td_error"] = torch.rand(4, 1)
             >>> rb.update_tensordict_priority(sample)
         """
-        keys = list(data.keys(True, True))
         for key in ("index", self.priority_key):
-            if key not in keys:
+            if isinstance(data.get(key, None), TensorDictBase | None):  # no leaf there
+                keys = list(data.keys(True, True))
                 raise KeyError(
                     f"{type(self).__name__}.update_tensordict_priority: no {key!r} entry (got keys "
                     f"{keys}). Pass a sample of this buffer with its {self.priority_key!r} entry set."
