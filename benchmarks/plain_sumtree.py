@@ -10,7 +10,8 @@ every operation vectorised over the batch (no Python loop over the elements):
   under one flat top level of block sums (and block minima): a sample is a ``cumsum`` +
   ``searchsorted`` over the top, then over the chosen blocks' rows; an update rewrites the
   leaves and the sums of the blocks it touched. A dozen ops in all: the one the benchmark
-  uses (``python benchmarks/test_update_step.py`` times both).
+  uses, with blocks of 128 (measured faster than 256 or 512 at 100k elements;
+  ``python benchmarks/test_update_step.py`` times both trees).
 
 Both have the semantics of ``tdrl.data.PrioritizedSampler``: stored weights
 ``(priority + eps) ** alpha`` in float64, the leaf ``i`` with ``c[i-1] <= u * total < c[i]``
@@ -119,7 +120,7 @@ class BlockTree(_Tree):
     """Two levels: leaves in blocks of ``block``, one flat top level of block sums/minima."""
 
     def __init__(
-        self, capacity: int, alpha: float, beta: float, eps: float = 1e-8, block: int = 256
+        self, capacity: int, alpha: float, beta: float, eps: float = 1e-8, block: int = 128
     ) -> None:
         super().__init__(capacity, alpha, beta, eps)
         self.block = block
