@@ -11,6 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
+from tdrl.objectives._actor_plan import policy_dist
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import ensemble_distance
 from tdrl.objectives._sac import QNetworks, SACLoss
@@ -332,7 +333,7 @@ class CQLLoss(SACLoss):
         """
         where = "CQLLoss.actor_bc_loss"
         data_action = get_entry(tensordict, self.tensor_keys.action, where)
-        dist = self.actor_network.get_dist(tensordict.copy())
+        dist = policy_dist(self.actor_network, tensordict.copy())
         if hasattr(dist, "rsample_and_log_prob"):
             _, log_prob = dist.rsample_and_log_prob()
         else:

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
 from tdrl.modules import MLP
+from tdrl.objectives._actor_plan import policy_dist
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
 
@@ -212,7 +213,7 @@ def sample_with_log_prob(
     actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
 ) -> tuple[Tensor, Tensor]:
     """Reparameterised actions of ``actor``'s distribution on ``td`` and their log-probability."""
-    dist = actor.get_dist(td)  # type: ignore[operator]
+    dist = policy_dist(actor, td)
     shape = torch.Size(sample_shape)
     if hasattr(dist, "rsample_and_log_prob"):
         return dist.rsample_and_log_prob(shape)
@@ -238,7 +239,7 @@ def policy_probs(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
     Masked classes (probability 0) get a log-probability of 0 rather than ``-inf`` so that
     ``probs * log_probs`` stays finite.
     """
-    dist = actor.get_dist(td)  # type: ignore[operator]
+    dist = policy_dist(actor, td)
     log_probs = torch.log_softmax(dist.logits, -1)
     probs = log_probs.exp()
     return probs, log_probs.masked_fill(probs == 0, 0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -126,7 +127,10 @@ class TanhNormal(Distribution):
         elif not isinstance(scale, Tensor):
             scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
         self.low, self.high = _bounds(low, high, loc, "TanhNormal.__init__", validate_args)
-        shape = torch.broadcast_shapes(loc.shape, scale.shape, self.low.shape, self.high.shape)
+        if loc.shape == scale.shape and self.low.ndim == 0 and self.high.ndim == 0:
+            shape = loc.shape  # the usual case, without broadcast_shapes' Python reference
+        else:
+            shape = torch.broadcast_shapes(loc.shape, scale.shape, self.low.shape, self.high.shape)
         k = min(1, len(shape)) if event_dims is None else int(event_dims)
         if not 0 <= k <= len(shape):
             raise ValueError(
@@ -141,10 +145,20 @@ class TanhNormal(Distribution):
         self.safe_tanh = safe_tanh
         self._event_dims = k
         self._sum_dims = tuple(range(-k, 0))
-        self._center = (self.high + self.low) / 2
-        self._half = (self.high - self.low) / 2
+        # The default box [-1, 1] given as numbers maps tanh to itself: the affine map and its
+        # log-determinant (center 0, half-width 1, log 1 = 0) are skipped, not computed.
+        self._unit = not isinstance(low, Tensor) and not isinstance(high, Tensor)
+        self._unit = self._unit and float(low) == -1.0 and float(high) == 1.0
         n = len(shape) - k
         super().__init__(shape[:n], shape[n:], validate_args=validate_args)
+
+    @functools.cached_property
+    def _center(self) -> Tensor:
+        return (self.high + self.low) / 2
+
+    @functools.cached_property
+    def _half(self) -> Tensor:
+        return (self.high - self.low) / 2
 
     @property
     def support(self) -> constraints.Constraint:  # type: ignore[override]
@@ -152,9 +166,8 @@ class TanhNormal(Distribution):
         return constraints.independent(constraints.interval(self.low, self.high), self._event_dims)
 
     def _squash(self, x: Tensor) -> Tensor:
-        if self.safe_tanh:
-            return self._center + self._half * _SafeTanh.apply(x)
-        return self._center + self._half * torch.tanh(x)
+        y = _SafeTanh.apply(x) if self.safe_tanh else torch.tanh(x)
+        return y if self._unit else self._center + self._half * y
 
     def _pre_tanh_sample(self, sample_shape: SampleShape) -> Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
@@ -164,7 +177,9 @@ class TanhNormal(Distribution):
     def _log_prob_pre_tanh(self, x: Tensor) -> Tensor:
         z = (x - self.loc) / self.scale
         normal_lp = -0.5 * z.square() - self.scale.log() - _HALF_LOG_2PI
-        log_abs_det = 2.0 * (_LOG_2 - x - softplus(-2.0 * x)) + self._half.log()
+        log_abs_det = 2.0 * (_LOG_2 - x - softplus(-2.0 * x))
+        if not self._unit:
+            log_abs_det = log_abs_det + self._half.log()
         lp = normal_lp - log_abs_det
         return lp.sum(self._sum_dims) if self._sum_dims else lp
 
@@ -191,7 +206,8 @@ class TanhNormal(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         bound = 1.0 - torch.finfo(value.dtype).eps
-        unit = ((value - self._center) / self._half).clamp(-bound, bound)
+        unit = value if self._unit else (value - self._center) / self._half
+        unit = unit.clamp(-bound, bound)
         return self._log_prob_pre_tanh(torch.atanh(unit))
 
     @property
