@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 from tdrl.envs.core import StepMDP, step_mdp
 from tdrl.testing import NestedCountingEnv
@@ -233,3 +233,144 @@ def test_a_kept_action_under_next_wins_over_the_root_one():
         step_mdp(td, exclude_action=False),
     ):
         assert out["action"].eq(5).all()
+
+
+# ------------------------------------------------- the fast paths keep the previous behaviour
+def _is_node(value):
+    return isinstance(value, TensorDictBase) and type(value).__name__ not in (
+        "NonTensorData",
+        "NonTensorStack",
+    )
+
+
+def _fingerprint(node):
+    """Node types, batch sizes, devices and key order; leaves by identity (shared, not copied)."""
+    entries = []
+    for key in node.keys():
+        value = node.get(key)
+        entries.append([key, _fingerprint(value) if _is_node(value) else ["leaf", id(value)]])
+    return [type(node), tuple(node.batch_size), node.device, entries]
+
+
+def _paths(keys):
+    return {(k,) if isinstance(k, str) else tuple(k) for k in keys}
+
+
+def _expected(
+    td,
+    keep_other=True,
+    exclude_reward=True,
+    exclude_done=False,
+    exclude_action=True,
+    reward_keys=("reward",),
+    done_keys=("done",),
+    action_keys=("action",),
+):
+    """TorchRL's step_mdp spelled out as a fingerprint: "next" without the excluded keys (a
+    new node per node, of the source node's type), then with ``keep_other`` the root entries it
+    lacks (recursing into plain nodes), or without it the kept root actions it lacks."""
+    drop = set()
+    drop |= _paths(reward_keys) if exclude_reward else set()
+    drop |= _paths(done_keys) if exclude_done else set()
+    drop |= _paths(action_keys) if exclude_action else set()
+    root_drop = drop | {("next",)}
+
+    def copy_(node, prefix, names):
+        entries = [
+            [k, copy_(v, (*prefix, k), names) if _is_node(v) else ["leaf", id(v)]]
+            for k, v in node.items()
+            if (*prefix, k) not in names
+        ]
+        return [type(node), tuple(node.batch_size), node.device, entries]
+
+    def fill(dest, node, prefix):
+        present = dict(dest[3])
+        for k, v in node.items():
+            path = (*prefix, k)
+            if path in root_drop:
+                continue
+            if k not in present:
+                dest[3].append([k, copy_(v, path, root_drop) if _is_node(v) else ["leaf", id(v)]])
+            elif _is_node(v) and present[k][0] is TensorDict:
+                fill(present[k], v, path)
+
+    out = copy_(td.get("next"), (), drop)
+    if keep_other:
+        fill(out, td, ())
+    elif not exclude_action:
+        for path in sorted(_paths(action_keys)):
+            action = td.get(path, None)
+            parent = out
+            for part in path[:-1]:
+                parent = dict(parent[3])[part]  # the test data holds every parent node
+            if action is not None and path[-1] not in dict(parent[3]):
+                parent[3].append([path[-1], ["leaf", id(action)]])
+    return out
+
+
+def _node_ids(td):
+    return {id(td)} | {id(v) for v in td.values(True) if _is_node(v)}
+
+
+def _rich_flat(batch):
+    td = _flat(batch)
+    td.set(("policy", "logits"), torch.ones(*batch, 2))  # a root-only node
+    td.set(("next", "param"), torch.nn.Parameter(torch.ones(*batch, 1)))  # a Tensor subclass
+    td["next"].set_non_tensor("info", "text")  # a non-tensor leaf
+    return td, {"reward_keys": ["reward"], "done_keys": ["done"], "action_keys": ["action"]}
+
+
+def _rich_nested(batch):
+    env = NestedCountingEnv(batch_size=batch)
+    td = env.rand_step()
+    td.set("hidden", torch.ones(*batch, 4))
+    td.set(("nested_1", "memory"), torch.ones(*batch, 3, 2))
+    td.set(("next", "extra", "x"), torch.ones(*batch, 1))  # a next-only node
+    td["next"].set("slow", _Slow({"y": torch.ones(*batch, 1)}, batch_size=batch))
+    td.set(("next", "nested_2", "param"), torch.nn.Parameter(torch.ones(*batch, 1)))
+    keys = {"reward_keys": env.reward_keys, "done_keys": env.done_keys}
+    return td, {**keys, "action_keys": env.action_keys}
+
+
+EQUAL_OPTIONS = [*OPTIONS, {"keep_other": False, "exclude_done": True}]
+
+
+@pytest.mark.parametrize("options", EQUAL_OPTIONS)
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+@pytest.mark.parametrize("layout", [_rich_flat, _rich_nested])
+def test_every_path_keeps_the_previous_result(layout, batch, options):
+    """The free function, a plan and the general path (a non-plain root) give TorchRL's
+    result to the last detail: keys and their order, node types, batch sizes and devices,
+    the input's very tensors, and new nodes only (nothing an output write could reach)."""
+    td, keys = layout(batch)
+    want = _expected(td, **keys, **options)
+    before = _fingerprint(td)
+    plan = StepMDP(**keys, **options)
+    outs = [step_mdp(td, **keys, **options), plan(td), plan(td)]  # the second: a cached layout
+    for out in outs:
+        assert _fingerprint(out) == want
+        assert not _node_ids(out) & _node_ids(td)
+    slow = plan(_Slow(td.to_dict(retain_none=True), batch_size=batch))
+    leaves = {k: slow.get(k) for k in slow.keys(True, True)}
+    assert {k: outs[0].get(k) for k in outs[0].keys(True, True)}.keys() == leaves.keys()
+    for key, value in leaves.items():
+        got = outs[0].get(key)
+        assert got is value or (torch.equal(got, value) and got.dtype == value.dtype), key
+    assert _fingerprint(td) == before  # the input is untouched
+
+
+@pytest.mark.parametrize("device", [None, torch.device("cpu")])
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_the_node_wrapper_builds_what_tensordict_new_unsafe_builds(batch, device):
+    from tdrl.envs.core._step_mdp import _wrap
+
+    entries = {"x": torch.zeros(*batch, 1), "n": TensorDict({}, batch_size=batch)}
+    size = torch.Size(batch)
+    got = _wrap(dict(entries), size, device)
+    want = TensorDict._new_unsafe(dict(entries), batch_size=size, device=device, nested=False)
+    assert type(got) is type(want)
+    assert type(got._tensordict) is type(want._tensordict)
+    assert vars(got) == vars(want)  # every attribute, the entries dict included
+    assert got.batch_size == size and got.device == device
+    got["y"] = torch.ones(*batch, 2)  # a working tensordict: validating writes, reads
+    assert got.get("x") is entries["x"] and got["y"].shape == (*batch, 2)
