@@ -88,8 +88,13 @@ def td0_return_estimate(
                 "done=None; expected a boolean tensor). Pass terminated (or done)."
             )
         terminated = done
-    _check_gamma("td0_return_estimate", gamma, "gamma")
-    _shape("td0_return_estimate", next_state_value, reward, terminated)
+    # the common case (a float gamma, inputs of one shape) is checked with plain compares: the
+    # full checks below cost as much as the arithmetic on a [32, 512, 1] batch
+    if type(gamma) is not float or not 0.0 <= gamma < _INF:
+        _check_gamma("td0_return_estimate", gamma, "gamma")
+    shape = reward.shape
+    if next_state_value.shape != shape or terminated.shape != shape:
+        _shape("td0_return_estimate", next_state_value, reward, terminated)
     return _add_scaled(reward, gamma, _zero_where(terminated, next_state_value))
 
 
@@ -371,9 +376,25 @@ def _as_bool(flag: Tensor) -> Tensor:
 def _zero_where(flag: Tensor, value: Tensor) -> Tensor:
     # A fill rather than a product: values past a terminal step may be inf/nan garbage.
     flag = _as_bool(flag)
+    if value.is_cpu and value.is_floating_point():
+        if flag.shape != value.shape or (value.is_contiguous() and flag.is_contiguous()):
+            # The values of masked_fill (+0.0 where flagged, the value's bits elsewhere) in one
+            # pass, ~1.5x faster on CPU at any size; a cached 0-dim zero of the value's dtype
+            # saves wrapping the Python scalar (~1.5 us) and keeps the dtype.
+            return torch.where(flag, _cpu_zero(value.dtype), value)
     if flag.shape == value.shape:
+        # masked_fill keeps the dtype of integer values and the strides of strided ones
         return value.masked_fill(flag, 0.0)
     return torch.where(flag, 0.0, value)
+
+
+@functools.lru_cache(maxsize=16)
+def _cpu_zero(dtype: torch.dtype) -> Tensor:
+    with torch.inference_mode(False):  # cached: must stay usable outside inference mode
+        return torch.zeros((), dtype=dtype)
+
+
+_INF = float("inf")
 
 
 def _flags(
