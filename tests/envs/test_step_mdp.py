@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from tdrl.envs.core import StepMDP, step_mdp
 from tdrl.testing import NestedCountingEnv
@@ -374,3 +374,48 @@ def test_the_node_wrapper_builds_what_tensordict_new_unsafe_builds(batch, device
     assert got.batch_size == size and got.device == device
     got["y"] = torch.ones(*batch, 2)  # a working tensordict: validating writes, reads
     assert got.get("x") is entries["x"] and got["y"].shape == (*batch, 2)
+
+
+def _agent_step(i):
+    return TensorDict(
+        {
+            "obs": torch.full((1,), float(i)),
+            "action": torch.zeros(1),
+            "hidden": torch.ones(1),
+            "done": torch.zeros(1, dtype=torch.bool),
+            "agents": {"obs": torch.zeros(1), "action": torch.ones(1), "memory": torch.ones(1)},
+            "next": {
+                "obs": torch.ones(1),
+                "reward": torch.ones(1),
+                "done": torch.ones(1, dtype=torch.bool),
+                "agents": {
+                    "obs": torch.full((1,), 2.0 + i),
+                    "reward": torch.ones(1),
+                    "done": torch.ones(1, dtype=torch.bool),
+                },
+            },
+        },
+        batch_size=[],
+    )
+
+
+@pytest.mark.parametrize("options", [*EQUAL_OPTIONS, {"exclude_done": True, "keep_other": True}])
+def test_lazy_stacks_get_the_result_of_dense_data(options):
+    """As TorchRL: the nested keys are excluded and the nested root entries carried on a lazy
+    stack too (tdrl kept ("agents", "reward") and dropped ("agents", "memory") there)."""
+    keys = {
+        "reward_keys": ["reward", ("agents", "reward")],
+        "done_keys": ["done", ("agents", "done")],
+        "action_keys": ["action", ("agents", "action")],
+    }
+    steps = [_agent_step(0), _agent_step(1)]
+    lazy = LazyStackedTensorDict(*steps, stack_dim=0)
+    want = step_mdp(torch.stack(steps), **keys, **options)
+    got = step_mdp(lazy, **keys, **options)
+    assert set(got.keys(True, True)) == set(want.keys(True, True))
+    for key in want.keys(True, True):
+        assert torch.equal(got.get(key), want.get(key)), key
+    before = set(lazy.keys(True, True))
+    got.set(("agents", "extra"), torch.zeros(2, 1))  # the output's nodes are its own
+    got.exclude(("agents", "obs"), inplace=True)
+    assert set(lazy.keys(True, True)) == before

@@ -44,8 +44,12 @@ def _is_plain_td(value: Any) -> bool:
 def _copy_excluding(src: TensorDictBase, tree: _ExclTree) -> TensorDictBase:
     """Shallow copy of ``src`` (new nodes, shared tensors) without the keys of ``tree``."""
     if type(src) is not TensorDict:
-        drop = [k for k, v in tree.items() if v is True and k in src.keys()]
-        return src.exclude(*drop) if drop else src.copy()
+        # another collection (a lazy stack, a subclass) copies itself: new nodes, so dropping
+        # keys, nested ones included, leaves the input alone
+        copied = src.copy()
+        present = copied.keys(include_nested=True)
+        drop = [key for key in _tree_keys(tree) if key in present]
+        return copied.exclude(*drop, inplace=True) if drop else copied
     out: dict[Any, Any] = {}
     # Hot path: a plain TensorDict's entries are read from its dict directly (the public
     # accessors cost ~10x more per key here), and a plain tensor is known to be a leaf without
@@ -77,6 +81,15 @@ def _wrap(entries: dict[str, Any], batch_size: torch.Size, device: Any) -> Tenso
 _new_object = object.__new__
 
 
+def _tree_keys(tree: _ExclTree, prefix: tuple[str, ...] = ()) -> list[NestedKey]:
+    """The keys that ``tree`` drops, as nested keys (a string at the top)."""
+    keys: list[NestedKey] = []
+    for name, sub in tree.items():
+        path = (*prefix, name)
+        keys += [path if prefix else name] if sub is True else _tree_keys(sub, path)
+    return keys
+
+
 def _is_node(value: Any) -> bool:
     """A tensordict whose entries are copied one by one (not a non-tensor leaf)."""
     return type(value) is TensorDict or (
@@ -101,7 +114,7 @@ def _fill_missing(dest: TensorDictBase, src: TensorDictBase, tree: _ExclTree) ->
         present = dest._tensordict.get(key) if plain else dest.get(key, None)
         if present is None:
             dest.set(key, _copy_excluding(value, sub or {}) if is_node else value)  # type: ignore[arg-type]
-        elif is_node and isinstance(present, TensorDictBase) and _is_plain_td(present):
+        elif is_node and type(present) is not Tensor and _is_node(present):
             _fill_missing(present, value, sub or {})  # type: ignore[arg-type]
 
 
