@@ -16,7 +16,7 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
-from tdrl.objectives.value import GAE
+from tdrl.objectives.value import GAE, TD0Estimator
 from tdrl.objectives.value import _reference as ref
 from tdrl.objectives.value import functional as F
 
@@ -151,6 +151,27 @@ def test_td0(benchmark, shape, impl):
     d = make_data(*shape)
     fn = F.td0_return_estimate if impl == "tdrl" else plain_td0
     _run(benchmark, f"td0 {shape}", fn, GAMMA, d["next_state_value"], d["reward"], d["terminated"])
+
+
+# The TD(0) estimator as losses call it (``est._estimate`` on tensors: target and advantage).
+@pytest.mark.parametrize("impl", ["tdrl", "raw"])
+def test_td0_estimator(benchmark, impl):
+    d = make_data(32, 512)
+    value, next_value, reward = d["state_value"], d["next_state_value"], d["reward"]
+    done, terminated = d["done"], d["terminated"]
+    if impl == "tdrl":
+        est = TD0Estimator(gamma=GAMMA)
+
+        def run():
+            return est._estimate(value, next_value, reward, done, terminated, time_dim=1)
+    else:
+
+        def run():
+            target = plain_td0(GAMMA, next_value, reward, terminated)
+            return target - value, target
+
+    benchmark.group = "td0 estimator (32, 512)"
+    benchmark(run)
 
 
 # ----------------------------------------------------------------- GAE module
