@@ -199,16 +199,23 @@ def soft(loss: nn.Module, b: TensorDict, gamma: float, subset: int | None) -> Up
     def losses() -> Tensor:
         alpha = log_alpha.detach().exp()
         members = None if subset is None else torch.randperm(n)[:subset].sort().values
-        both, lp = tanh_normal(actor(torch.stack([obs, nobs])))
-        q_pi = critics(torch.cat([obs, both[0]], -1), detach=True)
+        if subset is None:  # SAC draws at s' (no graph), then at s (tdrl's and TorchRL's order)
+            with torch.no_grad():
+                next_action, next_lp = tanh_normal(actor(nobs))
+            new_action, lp = tanh_normal(actor(obs))
+            scored = lp
+        else:  # REDQ draws at s and s' at once; its temperature loss scores both draws
+            both, scored = tanh_normal(actor(torch.stack([obs, nobs])))
+            new_action, lp, next_action, next_lp = both[0], scored[0], both[1], scored[1]
+        q_pi = critics(torch.cat([obs, new_action], -1), detach=True)
         q_pi = q_pi.amin(0) if subset is None else q_pi.mean(0)
-        actor_loss = (alpha * lp[0] - q_pi).mean()
+        actor_loss = (alpha * lp - q_pi).mean()
         with torch.no_grad():
-            nsa = torch.cat([nobs, both[1]], -1)
-            y = y_of(targets(nsa, members=members).amin(0) - alpha * lp[1])
+            nsa = torch.cat([nobs, next_action], -1)
+            y = y_of(targets(nsa, members=members).amin(0) - alpha * next_lp)
         q = critics(torch.cat([obs, action], -1))
         q_loss, errors["td_error"] = members_loss(q, y, "sum" if subset is None else "mean")
-        alpha_loss = -(log_alpha * (lp.detach() - act_dim)).mean()
+        alpha_loss = -(log_alpha * (scored.detach() - act_dim)).mean()
         return actor_loss + q_loss + alpha_loss
 
     return [actor, critics, holder], losses, errors

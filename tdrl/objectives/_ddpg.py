@@ -17,7 +17,6 @@ from tdrl.objectives._utils import (
     call_with_params,
     check_loss_function,
     check_prioritized_weights,
-    detached,
     distance,
     get_entry,
     per_sample,
@@ -117,9 +116,10 @@ class DDPGLoss(LossModule):
         if delay_value:
             self._make_target("value_network")
 
-    def _q(self, td: TensorDictBase, params: TensorDictBase | None) -> Tensor:
+    def _q(self, td: TensorDictBase, params: TensorDictBase | None, detach: bool = False) -> Tensor:
         key, where = self.tensor_keys.state_action_value, "DDPGLoss.forward"
-        return call_with_params(self.value_network, self._value_layers, td, params, key, where)
+        net, layers = self.value_network, self._value_layers
+        return call_with_params(net, layers, td, params, key, where, detach)
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase) -> Tensor:
@@ -179,7 +179,7 @@ class DDPGLoss(LossModule):
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        value = self._q(acted, detached(self.value_network))
+        value = self._q(acted, None, detach=True)  # the critic's weights get no gradient
         return -batch_mean(value, tensordict, weight_key), {}
 
     def _priority_output(self, td_error: Tensor) -> Tensor | None:

@@ -168,9 +168,13 @@ class DQNLoss(LossModule):
 
     def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        loss = batch_mean(distance(pred, target, self.loss_function), td, weight_key)
+        error = distance(pred, target, self.loss_function)
+        loss = batch_mean(error, td, weight_key)
         out = TensorDict({self._loss_key: loss})
         # TorchRL's priority: the squared error with the value's trailing dim ([*B, 1], or
-        # [*B, n_agents, 1]); a prioritized buffer reduces the extra dims itself.
-        out.set(self.tensor_keys.priority, (pred - target).detach().square())
+        # [*B, n_agents, 1]); a prioritized buffer reduces the extra dims itself. With "l2"
+        # it is the distance already computed (the same op on the same values).
+        same = self.loss_function == "l2" and error.shape == pred.shape
+        priority = error.detach() if same else (pred - target).detach().square()
+        out.set(self.tensor_keys.priority, priority)
         return out

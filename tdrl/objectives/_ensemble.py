@@ -107,6 +107,7 @@ class QEnsemble(nn.Module):
         params: TensorDictBase | None = None,
         *,
         out_key: NestedKey | None = None,
+        detach: bool = False,
     ) -> Tensor:
         """Evaluates every copy on ``tensordict`` (which is not modified).
 
@@ -115,6 +116,8 @@ class QEnsemble(nn.Module):
             params: stacked parameters (default :attr:`params`; a target or a detached or
                 indexed version of it); without a leading ensemble dim, one copy is run.
             out_key: the output entry returned (default the module's first out key).
+            detach: run on ``params.detach()`` (no gradient reaches the parameters; the
+                inputs still get theirs). A plain MLP detaches each weight as it is read.
 
         Returns:
             ``[num_copies, *batch, *value_shape]`` (``[*batch, *value_shape]`` for one copy).
@@ -123,7 +126,9 @@ class QEnsemble(nn.Module):
         key = self.out_keys[0] if out_key is None else out_key
         if self._layers is not None and key == self.out_keys[0]:
             tensors = [get_entry(tensordict, k, "QEnsemble.forward") for k in self.in_keys]
-            return run_layers(self._layers, tensors, params)
+            return run_layers(self._layers, tensors, params, detach)
+        if detach:
+            params = params.detach()
         base = self._base[0]
         inputs = tensordict.empty()
         for in_key in self.in_keys:

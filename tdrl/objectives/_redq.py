@@ -172,7 +172,7 @@ class REDQLoss(SACLoss):
         action, log_prob = self._sample_both(tensordict)
         value_key = keys.state_action_value
         acted = tensordict.copy().set(keys.action, action[0])
-        q_actor = self.qvalue_network(acted, self.qvalue_network.params.detach(), out_key=value_key)
+        q_actor = self.qvalue_network(acted, out_key=value_key, detach=True)
         loss_actor = (alpha * log_prob[0].unsqueeze(-1) - q_actor).mean()
         next_td = get_entry(tensordict, "next", where).copy().set(keys.action, action[1].detach())
         targets = ensemble_target(self)[subset.to(self.log_alpha.device)]

@@ -299,9 +299,7 @@ class SACLoss(_EntropyRegularized):
         acted = td.copy()
         action, log_prob = sample_with_log_prob(self.actor_network, acted)
         acted.set(self.tensor_keys.action, action)
-        q = self.qvalue_network(
-            acted, self.qvalue_network.params.detach(), out_key=self.tensor_keys.state_action_value
-        )
+        q = self.qvalue_network(acted, out_key=self.tensor_keys.state_action_value, detach=True)
         q = self._reduce_actor_q(q)
         loss = batch_mean(alpha * unsqueeze_like(log_prob, q) - q, td, self._weight_key())
         return loss, log_prob, action

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from tdrl.modules import MLP
 from tdrl.objectives._actor_plan import policy_dist
 from tdrl.objectives._policy_gradient import distance_loss
+from tdrl.objectives.value._estimators import _TDBase
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
 
 __all__: list[str] = []
@@ -70,15 +71,14 @@ def value_target(
         terminated = done
     else:
         terminated = est._expand_flag(terminated, reward, keys.terminated)
+    time_dim = est._time_dim(td, None)
     with torch.no_grad():
+        if type(est)._estimate is _TDBase._estimate and not est.average_rewards:
+            # What _estimate returns as its target, without the advantage it also computes.
+            gamma = est._discount(td, reward)
+            return est._target(gamma, next_value, reward, done, terminated, time_dim=time_dim)
         _, target = est._estimate(
-            value,
-            next_value,
-            reward,
-            done,
-            terminated,
-            time_dim=est._time_dim(td, None),
-            tensordict=td,
+            value, next_value, reward, done, terminated, time_dim=time_dim, tensordict=td
         )
     return target
 
@@ -288,17 +288,26 @@ def _collect_layers(module: nn.Module, prefix: tuple[str, ...], layers: Layers) 
     return True
 
 
-def run_layers(layers: Layers, inputs: list[Tensor], params: TensorDictBase) -> Tensor:
+def run_layers(
+    layers: Layers,
+    inputs: list[Tensor],
+    params: TensorDictBase | nn.Module,
+    detach: bool = False,
+) -> Tensor:
     """Runs the layers of :func:`plain_layers` with ``params``, stacked (``[N]``) or not.
 
     Stacked parameters give ``[N, *batch, *out]`` through ``baddbmm`` on the stacked weights.
+    ``params`` may also be the module the layers come from (its own weights, read from its
+    linear layers at each call). With ``detach``, each weight is detached as it is read: the
+    same values as running on ``params.detach()``, without building that TensorDict.
     """
     x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
     batch = x.shape[:-1]
     x = x.reshape(-1, x.shape[-1])
-    stacked = params.batch_dims == 1
-    if stacked:
-        x = x.expand(params.batch_size[0], *x.shape)
+    tensors = params if isinstance(params, TensorDictBase) else None  # TensorDictParams too
+    stacked = tensors is not None and tensors.batch_dims == 1
+    if tensors is not None and stacked:
+        x = x.expand(tensors.batch_size[0], *x.shape)
     fresh = False  # x was just produced by a linear layer (safe to overwrite in place)
     for path, layer in layers:
         if layer is not None:
@@ -307,8 +316,15 @@ def run_layers(layers: Layers, inputs: list[Tensor], params: TensorDictBase) -> 
             fresh = False
             continue
         fresh = True
-        linear = params.get(path)
-        weight, bias = linear.get("weight"), linear.get("bias", None)
+        if tensors is None:  # the module itself
+            linear: Any = params
+            for name in path:
+                linear = getattr(linear, name)
+            weight, bias = linear.weight, linear.bias
+        else:
+            weight, bias = tensors.get((*path, "weight")), tensors.get((*path, "bias"), None)
+        if detach:
+            weight, bias = weight.detach(), None if bias is None else bias.detach()
         if not stacked:
             x = F.linear(x, weight, bias)
         elif bias is None:
@@ -335,14 +351,20 @@ def call_with_params(
     params: TensorDictBase | None,
     out_key: NestedKey,
     where: str,
+    detach: bool = False,
 ) -> Tensor:
     """``module``'s ``out_key`` on ``td`` with ``params`` (its own weights when None).
 
-    ``td`` is not modified. A plain MLP is called on the input tensors directly.
+    ``td`` is not modified. A plain MLP is called on the input tensors directly. With
+    ``detach`` (and ``params=None``), the module's own weights are used detached.
     """
     if layers is not None and out_key == module.out_keys[0]:
         inputs = [get_entry(td, k, where) for k in module.in_keys]
-        return module.module(*inputs) if params is None else run_layers(layers, inputs, params)
+        if params is None and not detach:
+            return module.module(*inputs)
+        return run_layers(layers, inputs, module if params is None else params, detach)
+    if detach and params is None:
+        params = detached(module)
     if params is None:
         return get_entry(module(td.copy()), out_key, where)
     with params.to_module(module):

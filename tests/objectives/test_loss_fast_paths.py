@@ -174,3 +174,80 @@ def test_loss_outputs_and_gradients_equal_the_general_path(kind: str) -> None:
     assert (written_a == written_b).all()
     for a, b in zip(grads_a, grads_b, strict=True):
         assert (a is None and b is None) or torch.equal(a, b)
+
+
+# ----------------------------------------------------------------- the eager safe tanh
+def test_eager_safe_tanh_equals_the_transform_friendly_one() -> None:
+    from tdrl.modules.distributions._tanh_normal import _EagerSafeTanh, _SafeTanh
+
+    x = torch.cat([torch.randn(50) * 3, torch.tensor([-30.0, -9.5, 0.0, 9.5, 30.0])])
+    results = []
+    for function in (_EagerSafeTanh, _SafeTanh):
+        leaf = x.clone().requires_grad_(True)
+        y = function.apply(leaf)
+        (grad,) = torch.autograd.grad((y * torch.arange(55.0)).sum(), leaf)
+        results.append((y, grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_safe_tanh_still_works_under_vmap_and_grad() -> None:
+    loc, scale = torch.randn(4, 3), torch.rand(4, 3) + 0.5
+
+    def mode(loc_row: torch.Tensor) -> torch.Tensor:
+        return TanhNormal(loc_row, torch.ones_like(loc_row)).mode.sum()
+
+    grads = torch.func.vmap(torch.func.grad(mode))(loc)  # the setup_context class
+    eager = loc.clone().requires_grad_(True)
+    TanhNormal(eager, scale).mode.sum().backward()
+    assert torch.equal(grads, eager.grad)
+
+
+# ----------------------------------------------------------------- detached weights, read as used
+def test_ensemble_detach_equals_running_on_detached_params() -> None:
+    from tdrl.objectives._ensemble import QEnsemble
+
+    ensemble = QEnsemble(make_qvalue_critic(), num_copies=3)
+    batch = make_transition_batch(batch=(5,))
+    results = []
+    for detach in (True, False):
+        action = batch["action"].clone().requires_grad_(True)
+        td = batch.clone().set("action", action)
+        params = None if detach else ensemble.params.detach()
+        values = ensemble(td, params, detach=detach)
+        (grad,) = torch.autograd.grad((values * torch.arange(15.0).view(3, 5, 1)).sum(), action)
+        assert not values.requires_grad or values.grad_fn is not None
+        results.append((values.detach(), grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    assert all(p.grad is None for p in ensemble.parameters())
+
+
+def test_call_with_own_detached_weights_equals_the_detached_tensordict() -> None:
+    from tdrl.objectives._utils import call_with_params, detached, plain_layers
+
+    critic = make_qvalue_critic()
+    layers = plain_layers(critic)
+    assert layers is not None
+    batch = make_transition_batch(batch=(4,))
+    results = []
+    for fast in (True, False):
+        action = batch["action"].clone().requires_grad_(True)
+        td = batch.clone().set("action", action)
+        key = "state_action_value"
+        if fast:
+            value = call_with_params(critic, layers, td, None, key, "test", detach=True)
+        else:
+            value = call_with_params(critic, layers, td, detached(critic), key, "test")
+        (grad,) = torch.autograd.grad(value.sum(), action)
+        results.append((value.detach(), grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    assert all(p.grad is None for p in critic.parameters())
+
+
+def test_dqn_l2_priority_is_the_squared_error() -> None:
+    from tdrl.objectives import DQNLoss
+
+    loss = DQNLoss(make_action_value_net(), action_space="one_hot")
+    batch = make_transition_batch(batch=(6,), action="one_hot")
+    pred, target, _ = loss._qvalue_terms(batch)
+    loss(batch)
+    assert torch.equal(batch["td_error"], (pred - target).detach().square())

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, constraints
 
-from tdrl.modules.distributions._tanh_normal import _SafeTanh
+from tdrl.modules.distributions._tanh_normal import safe_tanh
 from tdrl.modules.distributions._utils import _EMPTY_SHAPE, Bound, SampleShape, _bounds
 
 __all__ = ["Delta", "TanhDelta"]
@@ -195,7 +195,7 @@ class TanhDelta(Delta):
             )
         self.low, self.high = _bounds(low, high, param, "TanhDelta.__init__", validate_args)
         self.safe = safe
-        squashed = _SafeTanh.apply(param) if safe else torch.tanh(param)
+        squashed = safe_tanh(param) if safe else torch.tanh(param)
         value = (self.high + self.low) / 2 + (self.high - self.low) / 2 * squashed
         split = value.ndim - int(event_dims)
         super().__init__(

@@ -17,6 +17,7 @@ from tdrl.modules.distributions._utils import (
     Bound,
     SampleShape,
     _bounds,
+    _check_number_bounds,
 )
 
 __all__ = ["TanhNormal"]
@@ -25,13 +26,25 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
 
+def _clamped_tanh(x: Tensor) -> Tensor:
+    lim = 1.0 - torch.finfo(x.dtype).resolution
+    return x.tanh().clamp(-lim, lim)
+
+
 class _SafeTanh(torch.autograd.Function):
-    """``tanh`` kept one float resolution inside ``(-1, 1)``, with derivative ``1 - y^2``."""
+    """``tanh`` kept one float resolution inside ``(-1, 1)``, with derivative ``1 - y^2``.
+
+    This form (``setup_context``) works under torch.func transforms and torch.compile; its
+    ``apply`` binds the arguments with ``inspect.signature`` on every call, which costs more
+    than the maths at small batches, so eager code outside transforms uses
+    :class:`_EagerSafeTanh` (the same maths) through :func:`safe_tanh`.
+    """
+
+    generate_vmap_rule = True  # the forward is plain torch ops: vmap can batch it
 
     @staticmethod
     def forward(x: Tensor) -> Tensor:  # type: ignore[override]
-        lim = 1.0 - torch.finfo(x.dtype).resolution
-        return x.tanh().clamp(-lim, lim)
+        return _clamped_tanh(x)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
@@ -41,6 +54,25 @@ class _SafeTanh(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> Tensor:  # type: ignore[override]
         (y,) = ctx.saved_tensors
         return grad * (1.0 - y.square())
+
+
+class _EagerSafeTanh(torch.autograd.Function):
+    """:class:`_SafeTanh` with the classic ``forward(ctx, x)``: no per-call signature binding."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:  # type: ignore[override]
+        y = _clamped_tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    backward = _SafeTanh.backward
+
+
+def safe_tanh(x: Tensor) -> Tensor:
+    """The clamped tanh of :class:`_SafeTanh`, by the cheaper class where it can run."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return _SafeTanh.apply(x)
+    return _EagerSafeTanh.apply(x)
 
 
 class TanhNormal(Distribution):
@@ -126,11 +158,17 @@ class TanhNormal(Distribution):
             scale = scale(loc)
         elif not isinstance(scale, Tensor):
             scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
-        self.low, self.high = _bounds(low, high, loc, "TanhNormal.__init__", validate_args)
-        if loc.shape == scale.shape and self.low.ndim == 0 and self.high.ndim == 0:
+        if isinstance(low, Tensor) or isinstance(high, Tensor):
+            self.low, self.high = _bounds(low, high, loc, "TanhNormal.__init__", validate_args)
+            bound_shapes = [self.low.shape, self.high.shape]
+        else:  # numbers: checked now, made tensors on first use (most calls never read them)
+            _check_number_bounds(low, high, "TanhNormal.__init__")
+            self._numbers = (float(low), float(high))
+            bound_shapes = []
+        if loc.shape == scale.shape and all(len(s) == 0 for s in bound_shapes):
             shape = loc.shape  # the usual case, without broadcast_shapes' Python reference
         else:
-            shape = torch.broadcast_shapes(loc.shape, scale.shape, self.low.shape, self.high.shape)
+            shape = torch.broadcast_shapes(loc.shape, scale.shape, *bound_shapes)
         k = min(1, len(shape)) if event_dims is None else int(event_dims)
         if not 0 <= k <= len(shape):
             raise ValueError(
@@ -153,6 +191,16 @@ class TanhNormal(Distribution):
         super().__init__(shape[:n], shape[n:], validate_args=validate_args)
 
     @functools.cached_property
+    def low(self) -> Tensor:
+        """The lower bound, a tensor on the device and dtype of ``loc``."""
+        return torch.tensor(self._numbers[0], device=self.loc.device, dtype=self.loc.dtype)
+
+    @functools.cached_property
+    def high(self) -> Tensor:
+        """The upper bound, a tensor on the device and dtype of ``loc``."""
+        return torch.tensor(self._numbers[1], device=self.loc.device, dtype=self.loc.dtype)
+
+    @functools.cached_property
     def _center(self) -> Tensor:
         return (self.high + self.low) / 2
 
@@ -166,7 +214,7 @@ class TanhNormal(Distribution):
         return constraints.independent(constraints.interval(self.low, self.high), self._event_dims)
 
     def _squash(self, x: Tensor) -> Tensor:
-        y = _SafeTanh.apply(x) if self.safe_tanh else torch.tanh(x)
+        y = safe_tanh(x) if self.safe_tanh else torch.tanh(x)
         return y if self._unit else self._center + self._half * y
 
     def _pre_tanh_sample(self, sample_shape: SampleShape) -> Tensor:

@@ -16,6 +16,14 @@ def _as_tensor(value: Bound, ref: Tensor) -> Tensor:
     return torch.tensor(float(value), device=ref.device, dtype=ref.dtype)
 
 
+def _check_number_bounds(low: Bound, high: Bound, owner: str) -> None:
+    if not float(low) < float(high):
+        raise ValueError(
+            f"{owner}: low must be smaller than high (got low={low!r}, high={high!r}; "
+            "expected low < high). Swap or fix the bounds."
+        )
+
+
 def _bounds(
     low: Bound, high: Bound, ref: Tensor, owner: str, validate: bool
 ) -> tuple[Tensor, Tensor]:
@@ -25,11 +33,8 @@ def _bounds(
     the check reads the values back (a device synchronisation on each construction).
     """
     tensor_bounds = isinstance(low, Tensor) or isinstance(high, Tensor)
-    if not tensor_bounds and not float(low) < float(high):
-        raise ValueError(
-            f"{owner}: low must be smaller than high (got low={low!r}, high={high!r}; "
-            "expected low < high). Swap or fix the bounds."
-        )
+    if not tensor_bounds:
+        _check_number_bounds(low, high, owner)
     low_t, high_t = _as_tensor(low, ref), _as_tensor(high, ref)
     if tensor_bounds and validate and not bool((low_t < high_t).all()):
         raise ValueError(
