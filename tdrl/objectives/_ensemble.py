@@ -108,6 +108,7 @@ class QEnsemble(nn.Module):
         *,
         out_key: NestedKey | None = None,
         detach: bool = False,
+        member: int | None = None,
     ) -> Tensor:
         """Evaluates every copy on ``tensordict`` (which is not modified).
 
@@ -118,6 +119,7 @@ class QEnsemble(nn.Module):
             out_key: the output entry returned (default the module's first out key).
             detach: run on ``params.detach()`` (no gradient reaches the parameters; the
                 inputs still get theirs). A plain MLP detaches each weight as it is read.
+            member: run only this copy (``params[member]``; no ensemble dim in the output).
 
         Returns:
             ``[num_copies, *batch, *value_shape]`` (``[*batch, *value_shape]`` for one copy).
@@ -126,9 +128,11 @@ class QEnsemble(nn.Module):
         key = self.out_keys[0] if out_key is None else out_key
         if self._layers is not None and key == self.out_keys[0]:
             tensors = [get_entry(tensordict, k, "QEnsemble.forward") for k in self.in_keys]
-            return run_layers(self._layers, tensors, params, detach)
+            return run_layers(self._layers, tensors, params, detach, member)
         if detach:
             params = params.detach()
+        if member is not None:
+            params = params[member]
         base = self._base[0]
         inputs = tensordict.empty()
         for in_key in self.in_keys:

@@ -199,10 +199,10 @@ class TD3Loss(LossModule):
         key = self.tensor_keys.state_action_value
         acted = tensordict.copy()
         act(self.actor_network, self._actor_layers, acted, None)
-        params = self.qvalue_network.params.detach()
-        value = self.qvalue_network(acted, params[0], out_key=key)  # the first one trains
+        # The first critic trains the actor (its weights detached: no gradient to them).
+        value = self.qvalue_network(acted, out_key=key, detach=True, member=0)
         with torch.no_grad():  # TorchRL's diagnostic: every critic scores the action
-            values = self.qvalue_network(acted, params, out_key=key)
+            values = self.qvalue_network(acted, out_key=key)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss = -batch_mean(value, tensordict, weight_key)
         return loss, {"state_action_value_actor": values.squeeze(-1)}

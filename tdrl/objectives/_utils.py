@@ -293,6 +293,7 @@ def run_layers(
     inputs: list[Tensor],
     params: TensorDictBase | nn.Module,
     detach: bool = False,
+    member: int | None = None,
 ) -> Tensor:
     """Runs the layers of :func:`plain_layers` with ``params``, stacked (``[N]``) or not.
 
@@ -300,12 +301,13 @@ def run_layers(
     ``params`` may also be the module the layers come from (its own weights, read from its
     linear layers at each call). With ``detach``, each weight is detached as it is read: the
     same values as running on ``params.detach()``, without building that TensorDict.
+    ``member`` runs one copy of stacked parameters (``params[member]``, indexed per weight).
     """
     x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
     batch = x.shape[:-1]
     x = x.reshape(-1, x.shape[-1])
     tensors = params if isinstance(params, TensorDictBase) else None  # TensorDictParams too
-    stacked = tensors is not None and tensors.batch_dims == 1
+    stacked = tensors is not None and tensors.batch_dims == 1 and member is None
     if tensors is not None and stacked:
         x = x.expand(tensors.batch_size[0], *x.shape)
     fresh = False  # x was just produced by a linear layer (safe to overwrite in place)
@@ -323,6 +325,8 @@ def run_layers(
             weight, bias = linear.weight, linear.bias
         else:
             weight, bias = tensors.get((*path, "weight")), tensors.get((*path, "bias"), None)
+            if member is not None:
+                weight, bias = weight[member], None if bias is None else bias[member]
         if detach:
             weight, bias = weight.detach(), None if bias is None else bias.detach()
         if not stacked:

@@ -251,3 +251,22 @@ def test_dqn_l2_priority_is_the_squared_error() -> None:
     pred, target, _ = loss._qvalue_terms(batch)
     loss(batch)
     assert torch.equal(batch["td_error"], (pred - target).detach().square())
+
+
+def test_ensemble_member_equals_indexing_the_detached_params() -> None:
+    from tdrl.objectives._ensemble import QEnsemble
+
+    ensemble = QEnsemble(make_qvalue_critic(), num_copies=3)
+    batch = make_transition_batch(batch=(5,))
+    results = []
+    for fast in (True, False):
+        action = batch["action"].clone().requires_grad_(True)
+        td = batch.clone().set("action", action)
+        if fast:
+            value = ensemble(td, detach=True, member=1)
+        else:
+            value = ensemble(td, ensemble.params.detach()[1])
+        (grad,) = torch.autograd.grad(value.sum(), action)
+        results.append((value.detach(), grad))
+    assert results[0][0].shape == (5, 1)
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
