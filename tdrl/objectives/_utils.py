@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictParams
 from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
@@ -306,7 +306,7 @@ def run_layers(
     x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
     batch = x.shape[:-1]
     x = x.reshape(-1, x.shape[-1])
-    tensors = params if isinstance(params, TensorDictBase) else None  # TensorDictParams too
+    tensors = _plain_tensordict(params)
     stacked = tensors is not None and tensors.batch_dims == 1 and member is None
     if tensors is not None and stacked:
         x = x.expand(tensors.batch_size[0], *x.shape)
@@ -337,6 +337,21 @@ def run_layers(
             x = torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
     lead = x.shape[:1] if stacked else ()
     return x.reshape(*lead, *batch, *x.shape[len(lead) + 1 :])
+
+
+def _plain_tensordict(params: TensorDictBase | nn.Module) -> TensorDictBase | None:
+    """The TensorDict to read weights from (None: ``params`` is the module itself).
+
+    A ``TensorDictParams`` without get hooks reads from the TensorDict it wraps: its ``get``
+    returns that TensorDict's entries (the same parameter objects) through three more calls
+    per read, which add up over the layers of every critic call.
+    """
+    if not isinstance(params, TensorDictBase):  # TensorDictParams is one too
+        return None
+    inner = getattr(params, "_param_td", None)
+    if isinstance(params, TensorDictParams) and inner is not None and not params._get_post_hook:
+        return inner
+    return params
 
 
 # In-place versions of common activations: the output of a linear layer is not saved for its

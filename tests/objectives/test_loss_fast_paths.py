@@ -270,3 +270,16 @@ def test_ensemble_member_equals_indexing_the_detached_params() -> None:
         results.append((value.detach(), grad))
     assert results[0][0].shape == (5, 1)
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_ensemble_reads_the_same_parameter_objects_as_get() -> None:
+    from tdrl.objectives._ensemble import QEnsemble
+    from tdrl.objectives._utils import _plain_tensordict
+
+    ensemble = QEnsemble(make_qvalue_critic(), num_copies=2)
+    inner = _plain_tensordict(ensemble.params)
+    assert inner is not ensemble.params
+    for key in ensemble.params.keys(True, True):
+        assert inner.get(key) is ensemble.params.get(key)
+    ensemble.params.register_get_post_hook(lambda td, value: value * 1)  # hooks: the general get
+    assert _plain_tensordict(ensemble.params) is ensemble.params
