@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._utils import (
-    act,
+    acted,
     batch_mean,
     call_with_params,
     check_loss_function,
@@ -116,16 +116,28 @@ class DDPGLoss(LossModule):
         if delay_value:
             self._make_target("value_network")
 
-    def _q(self, td: TensorDictBase, params: TensorDictBase | None, detach: bool = False) -> Tensor:
+    def _q(
+        self,
+        td: TensorDictBase,
+        params: TensorDictBase | None,
+        detach: bool = False,
+        replace: dict[NestedKey, Tensor] | None = None,
+    ) -> Tensor:
         key, where = self.tensor_keys.state_action_value, "DDPGLoss.forward"
         net, layers = self.value_network, self._value_layers
-        return call_with_params(net, layers, td, params, key, where, detach)
+        return call_with_params(net, layers, td, params, key, where, detach, replace)
+
+    def _acted(
+        self, td: TensorDictBase, params: TensorDictBase | None
+    ) -> tuple[TensorDictBase, dict[NestedKey, Tensor]]:
+        # The actor's own output key: what act() would write into a copy of td.
+        key = self.actor_network.out_keys[0]
+        return acted(self.actor_network, self._actor_layers, td, params, key)
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase) -> Tensor:
-        next_td = next_td.copy()
-        act(self.actor_network, self._actor_layers, next_td, self._target("actor_network"))
-        return self._q(next_td, self._target("value_network"))
+        next_td, replace = self._acted(next_td, self._target("actor_network"))
+        return self._q(next_td, self._target("value_network"), replace=replace)
 
     def _target(self, name: str) -> TensorDictBase | None:
         return getattr(self, f"{name}_target_params", None)
@@ -176,10 +188,9 @@ class DDPGLoss(LossModule):
         Returns:
             ``(loss_actor, {})``.
         """
-        acted = tensordict.copy()
-        act(self.actor_network, self._actor_layers, acted, None)
+        td, replace = self._acted(tensordict, None)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        value = self._q(acted, None, detach=True)  # the critic's weights get no gradient
+        value = self._q(td, None, detach=True, replace=replace)  # no gradient to the critic
         return -batch_mean(value, tensordict, weight_key), {}
 
     def _priority_output(self, td_error: Tensor) -> Tensor | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -17,6 +17,7 @@ from tdrl.objectives._utils import (
     batch_mean,
     distance,
     get_entry,
+    input_tensors,
     per_sample,
     plain_layers,
     run_layers,
@@ -109,6 +110,7 @@ class QEnsemble(nn.Module):
         out_key: NestedKey | None = None,
         detach: bool = False,
         member: int | None = None,
+        replace: Mapping[NestedKey, Tensor] | None = None,
     ) -> Tensor:
         """Evaluates every copy on ``tensordict`` (which is not modified).
 
@@ -120,14 +122,16 @@ class QEnsemble(nn.Module):
             detach: run on ``params.detach()`` (no gradient reaches the parameters; the
                 inputs still get theirs). A plain MLP detaches each weight as it is read.
             member: run only this copy (``params[member]``; no ensemble dim in the output).
+            replace: input entries read from here instead of ``tensordict`` (e.g. the
+                policy's action), as if they were set in a copy of it.
 
         Returns:
             ``[num_copies, *batch, *value_shape]`` (``[*batch, *value_shape]`` for one copy).
         """
         params = self.params if params is None else params
         key = self.out_keys[0] if out_key is None else out_key
+        tensors = input_tensors(tensordict, self.in_keys, replace, "QEnsemble.forward")
         if self._layers is not None and key == self.out_keys[0]:
-            tensors = [get_entry(tensordict, k, "QEnsemble.forward") for k in self.in_keys]
             return run_layers(self._layers, tensors, params, detach, member)
         if detach:
             params = params.detach()
@@ -135,8 +139,8 @@ class QEnsemble(nn.Module):
             params = params[member]
         base = self._base[0]
         inputs = tensordict.empty()
-        for in_key in self.in_keys:
-            inputs.set(in_key, get_entry(tensordict, in_key, "QEnsemble.forward"))
+        for in_key, tensor in zip(self.in_keys, tensors, strict=True):
+            inputs.set(in_key, tensor)
 
         def call(p: TensorDictBase) -> Tensor:
             with p.to_module(base):

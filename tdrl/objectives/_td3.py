@@ -14,7 +14,7 @@ from torch import Tensor
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._utils import (
-    act,
+    acted,
     action_bounds,
     batch_mean,
     check_loss_function,
@@ -149,19 +149,27 @@ class TD3Loss(LossModule):
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase) -> Tensor:
         keys = self.tensor_keys
-        next_td = next_td.copy()
         target_actor = self.actor_network_target_params if self.delay_actor else None
-        act(self.actor_network, self._actor_layers, next_td, target_actor)
-        action = get_entry(next_td, keys.action, "TD3Loss.forward")
+        next_td, replace = self._acted(next_td, target_actor)
+        action = replace.get(keys.action)
+        if action is None:
+            action = get_entry(next_td, keys.action, "TD3Loss.forward")
         noise = torch.randn_like(action).mul_(self.policy_noise)
         action = action + noise.clamp_(-self.noise_clip, self.noise_clip)
         if self.action_low is not None:
             action = action.clamp(self.action_low, self.action_high)
-        next_td.set(keys.action, action)
         values = self.qvalue_network(
-            next_td, ensemble_target(self), out_key=keys.state_action_value
+            next_td,
+            ensemble_target(self),
+            out_key=keys.state_action_value,
+            replace={keys.action: action},
         )
         return values.amin(0)
+
+    def _acted(
+        self, td: TensorDictBase, params: TensorDictBase | None
+    ) -> tuple[TensorDictBase, dict[NestedKey, Tensor]]:
+        return acted(self.actor_network, self._actor_layers, td, params, self.tensor_keys.action)
 
     def value_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
         """The critics' loss and its diagnostics, as TorchRL's ``TD3Loss.value_loss``.
@@ -197,12 +205,11 @@ class TD3Loss(LossModule):
             value of the policy's action, ``[num_qvalue_nets, *batch]`` (detached).
         """
         key = self.tensor_keys.state_action_value
-        acted = tensordict.copy()
-        act(self.actor_network, self._actor_layers, acted, None)
+        td, replace = self._acted(tensordict, None)
         # The first critic trains the actor (its weights detached: no gradient to them).
-        value = self.qvalue_network(acted, out_key=key, detach=True, member=0)
+        value = self.qvalue_network(td, out_key=key, detach=True, member=0, replace=replace)
         with torch.no_grad():  # TorchRL's diagnostic: every critic scores the action
-            values = self.qvalue_network(acted, out_key=key)
+            values = self.qvalue_network(td, out_key=key, replace=replace)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss = -batch_mean(value, tensordict, weight_key)
         return loss, {"state_action_value_actor": values.squeeze(-1)}

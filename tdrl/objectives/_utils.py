@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictParams
-from tensordict.utils import NestedKey
+from tensordict.utils import NestedKey, unravel_key
 from torch import Tensor, nn
 
 from tdrl.modules import MLP
@@ -81,6 +82,19 @@ def value_target(
             value, next_value, reward, done, terminated, time_dim=time_dim, tensordict=td
         )
     return target
+
+
+def input_tensors(
+    td: TensorDictBase,
+    keys: list[NestedKey],
+    replace: Mapping[NestedKey, Tensor] | None,
+    where: str,
+) -> list[Tensor]:
+    """The entries ``keys`` of ``td``, those in ``replace`` taken from there instead."""
+    if not replace:
+        return [get_entry(td, k, where) for k in keys]
+    given = {unravel_key(k): v for k, v in replace.items()}
+    return [given[k] if k in given else get_entry(td, k, where) for k in map(unravel_key, keys)]
 
 
 def batch_mean(values: Tensor, td: TensorDictBase, weight_key: NestedKey | None) -> Tensor:
@@ -371,23 +385,65 @@ def call_with_params(
     out_key: NestedKey,
     where: str,
     detach: bool = False,
+    replace: Mapping[NestedKey, Tensor] | None = None,
 ) -> Tensor:
     """``module``'s ``out_key`` on ``td`` with ``params`` (its own weights when None).
 
     ``td`` is not modified. A plain MLP is called on the input tensors directly. With
-    ``detach`` (and ``params=None``), the module's own weights are used detached.
+    ``detach`` (and ``params=None``), the module's own weights are used detached. Entries in
+    ``replace`` are read instead of ``td``'s (as if set in a copy of ``td``).
     """
     if layers is not None and out_key == module.out_keys[0]:
-        inputs = [get_entry(td, k, where) for k in module.in_keys]
+        inputs = input_tensors(td, module.in_keys, replace, where)
         if params is None and not detach:
             return module.module(*inputs)
         return run_layers(layers, inputs, module if params is None else params, detach)
     if detach and params is None:
         params = detached(module)
+    td = td.copy()
+    for key, value in (replace or {}).items():
+        td.set(key, value)
     if params is None:
-        return get_entry(module(td.copy()), out_key, where)
+        return get_entry(module(td), out_key, where)
     with params.to_module(module):
-        return get_entry(module(td.copy()), out_key, where)
+        return get_entry(module(td), out_key, where)
+
+
+def plain_action(
+    actor: Any,
+    layers: Layers | None,
+    td: TensorDictBase,
+    params: TensorDictBase | None,
+    key: NestedKey,
+) -> Tensor | None:
+    """The action a plain actor (see :func:`plain_layers`) writes at ``key``, without writing it.
+
+    None for any other actor, or one writing another key: run :func:`act` on a copy then.
+    """
+    if layers is None or unravel_key(actor.out_keys[0]) != unravel_key(key):
+        return None
+    inputs = [get_entry(td, k, "act") for k in actor.in_keys]
+    return actor.module(*inputs) if params is None else run_layers(layers, inputs, params)
+
+
+def acted(
+    actor: Any,
+    layers: Layers | None,
+    td: TensorDictBase,
+    params: TensorDictBase | None,
+    key: NestedKey,
+) -> tuple[TensorDictBase, dict[NestedKey, Tensor]]:
+    """``(td to read, replace)`` that hold ``actor``'s action at ``key`` (for ``replace=``).
+
+    A plain actor's action is computed from tensors and returned in ``replace`` (``td`` as
+    given, not written); any other actor runs on a copy of ``td`` (``replace`` empty).
+    """
+    action = plain_action(actor, layers, td, params, key)
+    if action is not None:
+        return td, {key: action}
+    td = td.copy()
+    act(actor, layers, td, params)
+    return td, {}
 
 
 def act(

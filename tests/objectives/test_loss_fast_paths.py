@@ -283,3 +283,31 @@ def test_ensemble_reads_the_same_parameter_objects_as_get() -> None:
         assert inner.get(key) is ensemble.params.get(key)
     ensemble.params.register_get_post_hook(lambda td, value: value * 1)  # hooks: the general get
     assert _plain_tensordict(ensemble.params) is ensemble.params
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "td3"])
+def test_deterministic_actor_losses_equal_the_copy_and_act_path(kind: str) -> None:
+    from tdrl.objectives import DDPGLoss, TD3Loss
+    from tdrl.testing import make_deterministic_actor
+
+    torch.manual_seed(0)
+    actor, critic = make_deterministic_actor(), make_qvalue_critic()
+    batch = make_transition_batch(batch=(6,))
+    results = []
+    for general, policy in enumerate((actor, _general(actor))):  # hooked: copy and act
+        torch.manual_seed(3)
+        policy = copy.deepcopy(policy)
+        if kind == "ddpg":
+            loss = DDPGLoss(policy, copy.deepcopy(critic))
+        else:
+            loss = TD3Loss(policy, copy.deepcopy(critic), bounds=(-1.0, 1.0))
+        assert (loss._actor_layers is None) is bool(general)
+        out = loss(batch.clone())
+        total = sum(v for k, v in out.items() if k.startswith("loss_"))
+        params = [p for p in loss.parameters() if p.requires_grad]
+        results.append((out.detach(), torch.autograd.grad(total, params)))
+    (out_a, grads_a), (out_b, grads_b) = results
+    for key in out_a.keys(True, True):
+        assert torch.equal(out_a[key], out_b[key]), key
+    for a, b in zip(grads_a, grads_b, strict=True):
+        assert torch.equal(a, b)
