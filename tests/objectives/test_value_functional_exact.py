@@ -10,6 +10,7 @@ of zero), with their dtypes, shapes and strides.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -97,8 +98,7 @@ def test_zero_where_keeps_integer_and_zero_dim_dtypes():
 
 
 def test_zero_where_gradient_and_inference_mode():
-    F._cpu_zero.cache_clear()
-    with torch.inference_mode():  # the cached zero is first made here
+    with torch.inference_mode():
         F._zero_where(flags((4, 1)), torch.ones(4, 1))
     value = awkward((4, 3), torch.float32).nan_to_num().requires_grad_()
     flag = flags((4, 3))
@@ -107,7 +107,22 @@ def test_zero_where_gradient_and_inference_mode():
     ref = value.detach().clone().requires_grad_()
     (want,) = torch.autograd.grad(previous_zero_where(flag, ref).square().sum(), ref)
     assert_same_bits(grad, want)
-    assert F._cpu_zero(torch.float32).item() == 0.0 and F._cpu_zero(torch.float32).ndim == 0
+    for dtype, zero in F._CPU_ZEROS.items():  # shared: never written, never inference tensors
+        assert zero.dtype == dtype and zero.ndim == 0 and zero.item() == 0.0
+        assert not zero.is_inference() and not zero.requires_grad
+
+
+def test_td0_compiles_without_warnings():
+    nv, reward, term = (
+        awkward((8, 16, 1), torch.float32).nan_to_num(),
+        torch.randn(8, 16, 1),
+        flags((8, 16, 1)),
+    )
+    compiled = torch.compile(F.td0_return_estimate, backend="eager", fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = compiled(0.99, nv, reward, term)
+    assert_same_bits(out, F.td0_return_estimate(0.99, nv, reward, term))
 
 
 @pytest.mark.parametrize("gamma", [0.99, 0.0, 1, torch.tensor(0.9), torch.full((32, 512, 1), 0.5)])
