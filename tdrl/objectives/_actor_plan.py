@@ -36,6 +36,7 @@ class ActorPlan:
     net: nn.Module
     in_keys: tuple[NestedKey, ...]
     names: tuple[str, ...]  # the distribution's keyword for each output of ``net``
+    out_keys: tuple[NestedKey, ...]  # where the tensordict module writes each output
     distribution_class: Any
     kwargs: dict[str, Any]
     guards: tuple[nn.Module, ...]  # the modules the plan skips: a hook on one disables it
@@ -65,6 +66,7 @@ def actor_plan(actor: Any) -> ActorPlan | None:
         net=det.module,
         in_keys=tuple(det.in_keys),
         names=tuple(str(n) for n in names),
+        out_keys=tuple(produced),
         distribution_class=prob.distribution_class,
         kwargs=dict(prob.distribution_kwargs),
         guards=(actor, det, prob),
@@ -83,29 +85,59 @@ def policy_dist(actor: Any, td: TensorDictBase) -> Any:
     The result is typed ``Any`` as ``get_dist``'s: a policy may return any distribution-like
     object (a composite one, a class with ``logits``), which the losses use duck-typed.
     """
+    plan = _usable_plan(actor)
+    outs = None if plan is None else _outputs(plan, td)
+    if plan is None or outs is None:
+        return actor.get_dist(td)
+    return plan.distribution_class(**dict(zip(plan.names, outs, strict=True)), **plan.kwargs)
+
+
+def policy_dist_acted(
+    actor: Any, td: TensorDictBase
+) -> tuple[Any, TensorDictBase, dict[NestedKey, Tensor]]:
+    """``(dist, td to read, replace)``: the distribution, and where its parameters are.
+
+    What ``actor.get_dist`` on a copy of ``td`` gives and writes into the copy: a plain policy
+    leaves ``td`` as it is and returns its outputs in ``replace`` (keyed by its out keys, for
+    the critics' ``replace=``); any other policy writes into a copy of ``td``, returned.
+    """
+    plan = _usable_plan(actor)
+    outs = None if plan is None else _outputs(plan, td)
+    if plan is None or outs is None:
+        td = td.copy()
+        return actor.get_dist(td), td, {}
+    dist = plan.distribution_class(**dict(zip(plan.names, outs, strict=True)), **plan.kwargs)
+    return dist, td, dict(zip(plan.out_keys, outs, strict=True))
+
+
+def _usable_plan(actor: Any) -> ActorPlan | None:
     try:
         plan = _PLANS[actor]
     except KeyError:
         plan = _PLANS[actor] = actor_plan(actor)
     except TypeError:  # not weak-referenceable: no plan
-        plan = None
+        return None
     if plan is None:
-        return actor.get_dist(td)
+        return None
     for module in plan.guards:  # a loop, not any(): this runs at every loss call
         if module._forward_hooks or module._forward_pre_hooks:
-            return actor.get_dist(td)
+            return None
+    return plan
+
+
+def _outputs(plan: ActorPlan, td: TensorDictBase) -> tuple[Tensor, ...] | None:
+    """The network's outputs on ``td``'s inputs, or None (the general path then runs)."""
     inputs = []
     for key in plan.in_keys:
         value = td.get(key, None)
         if value is None:  # the general path names what is missing
-            return actor.get_dist(td)
+            return None
         inputs.append(value)
     out = plan.net(*inputs)
     outs = (out,) if isinstance(out, Tensor) else tuple(out)
     if len(outs) != len(plan.names) or not all(type(t) is Tensor for t in outs):
-        return actor.get_dist(td)  # the module's own error or conversion applies
-    params = dict(zip(plan.names, outs, strict=True))
-    return plan.distribution_class(**params, **plan.kwargs)
+        return None  # the module's own error or conversion applies
+    return outs
 
 
 def _hooked(module: nn.Module) -> bool:

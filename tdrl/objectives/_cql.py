@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
-from tdrl.objectives._actor_plan import policy_dist
+from tdrl.objectives._actor_plan import policy_dist_acted
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import ensemble_distance
 from tdrl.objectives._sac import QNetworks, SACLoss
@@ -19,7 +19,7 @@ from tdrl.objectives._utils import (
     action_bounds,
     gather_action_value,
     get_entry,
-    sample_with_log_prob,
+    sample_unwritten,
     unsqueeze_like,
     value_target,
 )
@@ -186,9 +186,9 @@ class CQLLoss(SACLoss):
         n = self.num_random
         low, high = self.action_low, self.action_high
         uniform = low + (high - low) * torch.rand((n, *action.shape), device=action.device)
-        current, current_lp = sample_with_log_prob(self.actor_network, td.copy(), (n,))
+        current, current_lp = sample_unwritten(self.actor_network, td, (n,))
         nxt = get_entry(td, "next", "CQLLoss.forward")
-        following, following_lp = sample_with_log_prob(self.actor_network, nxt.copy(), (n,))
+        following, following_lp = sample_unwritten(self.actor_network, nxt, (n,))
         log_box = (high - low).log().expand(action.shape[-1:]).sum()
         uniform_lp = torch.full_like(current_lp, 0.0) - log_box
         actions = torch.cat([uniform, current, following], 0)
@@ -333,7 +333,7 @@ class CQLLoss(SACLoss):
         """
         where = "CQLLoss.actor_bc_loss"
         data_action = get_entry(tensordict, self.tensor_keys.action, where)
-        dist = policy_dist(self.actor_network, tensordict.copy())
+        dist = policy_dist_acted(self.actor_network, tensordict)[0]
         if hasattr(dist, "rsample_and_log_prob"):
             _, log_prob = dist.rsample_and_log_prob()
         else:

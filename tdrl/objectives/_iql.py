@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import Tensor
 
-from tdrl.objectives._actor_plan import policy_dist
+from tdrl.objectives._actor_plan import policy_dist_acted
 from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks
@@ -181,7 +181,7 @@ class IQLLoss(LossModule):
     ) -> tuple[Tensor, Tensor]:
         """``(loss_actor, log pi(a_data|s))``: advantage-weighted regression on the data."""
         where = f"{type(self).__name__}.forward"
-        dist = policy_dist(self.actor_network, td.copy())
+        dist = policy_dist_acted(self.actor_network, td)[0]
         log_prob = dist.log_prob(get_entry(td, self.tensor_keys.action, where))
         advantage = (q_target - value.detach()).squeeze(-1)
         log_prob = unsqueeze_like(log_prob, advantage)

@@ -20,7 +20,7 @@ from tdrl.objectives._utils import (
     check_loss_function,
     check_prioritized_weights,
     get_entry,
-    sample_with_log_prob,
+    sample_acted,
     unsqueeze_like,
     value_target,
 )
@@ -261,11 +261,10 @@ class SACLoss(_EntropyRegularized):
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase, alpha: Tensor) -> Tensor:
-        next_td = next_td.copy()
-        action, log_prob = sample_with_log_prob(self.actor_network, next_td)
-        next_td.set(self.tensor_keys.action, action)
+        keys = self.tensor_keys
+        next_td, replace, _, log_prob = sample_acted(self.actor_network, next_td, keys.action)
         q = self.qvalue_network(
-            next_td, self._target_members(), out_key=self.tensor_keys.state_action_value
+            next_td, self._target_members(), out_key=keys.state_action_value, replace=replace
         ).amin(0)
         if not self._backup_entropy:
             return q
@@ -296,10 +295,11 @@ class SACLoss(_EntropyRegularized):
     def _actor_loss(self, td: TensorDictBase, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Returns ``(loss_actor, log_prob, action)`` for reparameterised policy actions
         (``log_prob`` with the batch's shape, as the actor gives it)."""
-        acted = td.copy()
-        action, log_prob = sample_with_log_prob(self.actor_network, acted)
-        acted.set(self.tensor_keys.action, action)
-        q = self.qvalue_network(acted, out_key=self.tensor_keys.state_action_value, detach=True)
+        keys = self.tensor_keys
+        acted, replace, action, log_prob = sample_acted(self.actor_network, td, keys.action)
+        q = self.qvalue_network(
+            acted, out_key=keys.state_action_value, detach=True, replace=replace
+        )
         q = self._reduce_actor_q(q)
         loss = batch_mean(alpha * unsqueeze_like(log_prob, q) - q, td, self._weight_key())
         return loss, log_prob, action

@@ -165,7 +165,7 @@ class DiscreteSACLoss(_EntropyRegularized):
 
     @torch.no_grad()
     def _next_value(self, next_td: TensorDictBase, alpha: Tensor) -> Tensor:
-        probs, log_probs = policy_probs(self.actor_network, next_td.copy())
+        probs, log_probs = policy_probs(self.actor_network, next_td)
         q = self.qvalue_network(
             next_td, ensemble_target(self), out_key=self.tensor_keys.action_value
         ).amin(0)
@@ -189,7 +189,7 @@ class DiscreteSACLoss(_EntropyRegularized):
 
     def _actor_terms(self, td: TensorDictBase, q: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor]:
         """``(loss_actor, E_pi[log pi])`` given the critics' (detached) minimum ``q``."""
-        probs, log_probs = policy_probs(self.actor_network, td.copy())
+        probs, log_probs = policy_probs(self.actor_network, td)
         per_state = (probs * (alpha * log_probs - q)).sum(-1)
         loss_actor = batch_mean(per_state, td, self._weight_key())
         return loss_actor, (probs * log_probs).sum(-1)

@@ -13,7 +13,7 @@ from tensordict.utils import NestedKey, unravel_key
 from torch import Tensor, nn
 
 from tdrl.modules import MLP
-from tdrl.objectives._actor_plan import policy_dist
+from tdrl.objectives._actor_plan import policy_dist, policy_dist_acted
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives.value._estimators import _TDBase
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
@@ -227,8 +227,17 @@ def sample_with_log_prob(
     actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
 ) -> tuple[Tensor, Tensor]:
     """Reparameterised actions of ``actor``'s distribution on ``td`` and their log-probability."""
-    dist = policy_dist(actor, td)
-    shape = torch.Size(sample_shape)
+    return _draw(policy_dist(actor, td), torch.Size(sample_shape))
+
+
+def sample_unwritten(
+    actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
+) -> tuple[Tensor, Tensor]:
+    """:func:`sample_with_log_prob` leaving ``td`` as it is (a policy that writes gets a copy)."""
+    return _draw(policy_dist_acted(actor, td)[0], torch.Size(sample_shape))
+
+
+def _draw(dist: Any, shape: torch.Size) -> tuple[Tensor, Tensor]:
     if hasattr(dist, "rsample_and_log_prob"):
         return dist.rsample_and_log_prob(shape)
     action = dist.rsample(shape)
@@ -247,13 +256,33 @@ def unsqueeze_like(t: Tensor, ref: Tensor) -> Tensor:
     return t
 
 
+def sample_acted(
+    actor: nn.Module, td: TensorDictBase, action_key: NestedKey
+) -> tuple[TensorDictBase, dict[NestedKey, Tensor], Tensor, Tensor]:
+    """Reparameterised policy actions at ``td`` and ``(td to read, replace)`` for the critics.
+
+    Reading ``td`` with ``replace`` gives what reading a copy of ``td`` gives after the
+    policy's ``get_dist`` wrote into it and the action was set at ``action_key``.
+
+    Returns:
+        ``(td, replace, action, log_prob)``.
+    """
+    dist, td, replace = policy_dist_acted(actor, td)
+    action, log_prob = _draw(dist, torch.Size())
+    if replace:
+        replace[action_key] = action
+    else:
+        td.set(action_key, action)
+    return td, replace, action, log_prob
+
+
 def policy_probs(actor: nn.Module, td: TensorDictBase) -> tuple[Tensor, Tensor]:
     """``(probs, log_probs)`` of a discrete actor over its classes (last dim).
 
     Masked classes (probability 0) get a log-probability of 0 rather than ``-inf`` so that
     ``probs * log_probs`` stays finite.
     """
-    dist = policy_dist(actor, td)
+    dist = policy_dist_acted(actor, td)[0]  # td is not written: a copy if the policy writes
     log_probs = torch.log_softmax(dist.logits, -1)
     probs = log_probs.exp()
     return probs, log_probs.masked_fill(probs == 0, 0.0)
