@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import (
     ProbabilisticTensorDictModule,
@@ -110,6 +111,23 @@ def policy_dist_acted(
     return dist, td, dict(zip(plan.out_keys, outs, strict=True))
 
 
+def policy_dist_stacked(actor: Any, tds: list[TensorDictBase]) -> Any:
+    """``actor.get_dist`` of the policy's inputs in ``tds`` stacked along a new first dim.
+
+    A plain policy runs on the stacked input tensors (what stacking the TensorDicts stacks);
+    any other gets the stacked TensorDict of its inputs.
+    """
+    plan = _usable_plan(actor)
+    if plan is not None and all(td.get(k, None) is not None for td in tds for k in plan.in_keys):
+        inputs = [torch.stack([td.get(k) for td in tds], 0) for k in plan.in_keys]
+        outs = _run(plan, inputs)
+        if outs is not None:
+            params = dict(zip(plan.names, outs, strict=True))
+            return plan.distribution_class(**params, **plan.kwargs)
+    keys = list(getattr(actor, "in_keys", []))
+    return actor.get_dist(torch.stack([td.select(*keys, strict=False) for td in tds], 0))
+
+
 def _usable_plan(actor: Any) -> ActorPlan | None:
     try:
         plan = _PLANS[actor]
@@ -133,6 +151,10 @@ def _outputs(plan: ActorPlan, td: TensorDictBase) -> tuple[Tensor, ...] | None:
         if value is None:  # the general path names what is missing
             return None
         inputs.append(value)
+    return _run(plan, inputs)
+
+
+def _run(plan: ActorPlan, inputs: list[Tensor]) -> tuple[Tensor, ...] | None:
     out = plan.net(*inputs)
     outs = (out,) if isinstance(out, Tensor) else tuple(out)
     if len(outs) != len(plan.names) or not all(type(t) is Tensor for t in outs):

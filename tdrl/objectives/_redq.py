@@ -10,9 +10,10 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import Tensor
 
+from tdrl.objectives._actor_plan import policy_dist_stacked
 from tdrl.objectives._ensemble import ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks, SACLoss
-from tdrl.objectives._utils import get_entry, sample_with_log_prob, value_target
+from tdrl.objectives._utils import draw, get_entry, value_target
 from tdrl.specs import TensorSpec
 
 __all__ = ["REDQLoss"]
@@ -156,10 +157,8 @@ class REDQLoss(SACLoss):
     def _sample_both(self, td: TensorDictBase) -> tuple[Tensor, Tensor]:
         """Reparameterised policy actions at ``s`` and ``s'`` in one draw (TorchRL's order):
         ``[2, *B, *A]`` actions and ``[2, *B]`` log-probs (index 0: ``s``, 1: ``s'``)."""
-        keys = self.actor_network.in_keys
         nxt = get_entry(td, "next", "REDQLoss.forward")
-        both = torch.stack([td.select(*keys, strict=False), nxt.select(*keys, strict=False)], 0)
-        return sample_with_log_prob(self.actor_network, both)
+        return draw(policy_dist_stacked(self.actor_network, [td, nxt]), torch.Size())
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Computes ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and TorchRL's diagnostics."""

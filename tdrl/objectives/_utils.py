@@ -227,17 +227,18 @@ def sample_with_log_prob(
     actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
 ) -> tuple[Tensor, Tensor]:
     """Reparameterised actions of ``actor``'s distribution on ``td`` and their log-probability."""
-    return _draw(policy_dist(actor, td), torch.Size(sample_shape))
+    return draw(policy_dist(actor, td), torch.Size(sample_shape))
 
 
 def sample_unwritten(
     actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
 ) -> tuple[Tensor, Tensor]:
     """:func:`sample_with_log_prob` leaving ``td`` as it is (a policy that writes gets a copy)."""
-    return _draw(policy_dist_acted(actor, td)[0], torch.Size(sample_shape))
+    return draw(policy_dist_acted(actor, td)[0], torch.Size(sample_shape))
 
 
-def _draw(dist: Any, shape: torch.Size) -> tuple[Tensor, Tensor]:
+def draw(dist: Any, shape: torch.Size) -> tuple[Tensor, Tensor]:
+    """Reparameterised samples of ``dist`` and their log-probability (one pass if it can)."""
     if hasattr(dist, "rsample_and_log_prob"):
         return dist.rsample_and_log_prob(shape)
     action = dist.rsample(shape)
@@ -268,7 +269,7 @@ def sample_acted(
         ``(td, replace, action, log_prob)``.
     """
     dist, td, replace = policy_dist_acted(actor, td)
-    action, log_prob = _draw(dist, torch.Size())
+    action, log_prob = draw(dist, torch.Size())
     if replace:
         replace[action_key] = action
     else:
