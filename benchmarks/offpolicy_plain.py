@@ -87,6 +87,21 @@ def stacked_pair(ensemble: nn.Module) -> tuple[Stacked, Stacked]:
     return live, frozen_copy(live)
 
 
+def entropy_regularized(
+    loss: nn.Module,
+) -> tuple[nn.Module, Stacked, Stacked, nn.Parameter, nn.ParameterList]:
+    """The policy MLP, live and target critics and temperature of a SAC-like tdrl loss."""
+    critics, targets = stacked_pair(loss.qvalue_network)
+    log_alpha = nn.Parameter(torch.zeros(()))
+    return (
+        policy_mlp(loss.actor_network),
+        critics,
+        targets,
+        log_alpha,
+        nn.ParameterList([log_alpha]),
+    )
+
+
 def bootstrap(b: TensorDict, gamma: float) -> Callable[[Tensor], Tensor]:
     """``next_value -> r + gamma * V' * (1 - terminated)`` on the batch's tensors."""
     reward, live = b["next", "reward"], ~b["next", "terminated"]
@@ -188,11 +203,8 @@ def soft(loss: nn.Module, b: TensorDict, gamma: float, subset: int | None) -> Up
     """SAC (``subset=None``: every critic, min) and REDQ (a random subset; mean for the actor)."""
     errors: dict[str, Tensor] = {}
     y_of = bootstrap(b, gamma)
-    actor = policy_mlp(loss.actor_network)
-    critics, targets = stacked_pair(loss.qvalue_network)
+    actor, critics, targets, log_alpha, holder = entropy_regularized(loss)
     n = critics.weights[0].shape[0]
-    log_alpha = nn.Parameter(torch.zeros(()))
-    holder = nn.ParameterList([log_alpha])
     obs, nobs, action = b["observation"], b["next", "observation"], b["action"]
     act_dim = action.shape[-1]
 
@@ -224,10 +236,7 @@ def soft(loss: nn.Module, b: TensorDict, gamma: float, subset: int | None) -> Up
 def discrete_sac(loss: nn.Module, b: TensorDict, gamma: float) -> Update:
     errors: dict[str, Tensor] = {}
     y_of = bootstrap(b, gamma)
-    actor = policy_mlp(loss.actor_network)
-    critics, targets = stacked_pair(loss.qvalue_network)
-    log_alpha = nn.Parameter(torch.zeros(()))
-    holder = nn.ParameterList([log_alpha])
+    actor, critics, targets, log_alpha, holder = entropy_regularized(loss)
     obs, nobs, action = b["observation"], b["next", "observation"], b["action"]
     target_entropy = loss.target_entropy
 
@@ -258,10 +267,7 @@ def discrete_sac(loss: nn.Module, b: TensorDict, gamma: float) -> Update:
 def cql(loss: nn.Module, b: TensorDict, gamma: float, n: int) -> Update:
     errors: dict[str, Tensor] = {}
     y_of = bootstrap(b, gamma)
-    actor = policy_mlp(loss.actor_network)
-    critics, targets = stacked_pair(loss.qvalue_network)
-    log_alpha = nn.Parameter(torch.zeros(()))
-    holder = nn.ParameterList([log_alpha])
+    actor, critics, targets, log_alpha, holder = entropy_regularized(loss)
     obs, nobs, action = b["observation"], b["next", "observation"], b["action"]
     act_dim = action.shape[-1]
     reps = obs.expand(3 * n + 1, *obs.shape)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import statistics
 import sys
 import time
@@ -46,8 +45,8 @@ from typing import NamedTuple
 
 import pytest
 import torch
-import torch.nn.functional as F
-from plain_sumtree import BinaryTree, BlockTree  # benchmarks/: pytest and python add it to sys.path
+from offpolicy_plain import tanh_normal  # benchmarks/: pytest and python add it to sys.path
+from plain_sumtree import BinaryTree, BlockTree
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import Tensor, nn
@@ -68,9 +67,6 @@ pytestmark = [
 ]
 
 CAPACITY, ALPHA, BETA, TAU, GAMMA, LR = 100_000, 0.6, 0.4, 0.005, 0.99, 1e-4
-# TorchRL's biased softplus scale (NormalParamExtractor's default): softplus(raw + _SHIFT)
-# + 0.01, which is 1 at raw = 0
-_SHIFT = math.log(math.expm1(0.99))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,16 +154,6 @@ def frozen(module: nn.Module, x: Tensor) -> Tensor:
     """``module(x)`` with detached weights: gradients reach ``x`` only."""
     params = {k: v.detach() for k, v in module.named_parameters()}
     return functional_call(module, params, (x,))
-
-
-def tanh_normal(out: Tensor) -> tuple[Tensor, Tensor]:
-    """A reparameterised TanhNormal sample on [-1, 1] and its log-probability."""
-    loc, raw = out.chunk(2, -1)
-    scale = (F.softplus(raw + _SHIFT) + 0.01).clamp_min(1e-4)
-    x = loc + scale * torch.randn_like(loc)
-    log_prob = -0.5 * ((x - loc) / scale).pow(2) - scale.log() - 0.5 * math.log(2 * math.pi)
-    log_det = 2 * (math.log(2) - x - F.softplus(-2 * x))
-    return torch.tanh(x), (log_prob - log_det).sum(-1, keepdim=True)
 
 
 # ----------------------------------------------------------------- the step
