@@ -5,7 +5,7 @@ reads the inputs, writes the distribution parameters into ``td``, walks the modu
 find the probabilistic module, and builds the distribution from the entries. For the common
 policy (one plain ``TensorDictModule`` writing the parameters, then one
 ``ProbabilisticTensorDictModule``) that costs more than the network itself at classic-control
-sizes. :func:`actor_plan` recognises that shape once; :func:`actor_dist` then calls the
+sizes. :func:`actor_plan` recognises that shape once; :func:`policy_dist_acted` then calls the
 network on the input tensors and passes its outputs to the distribution class directly: the
 same calls with the same tensors, so the distribution is the same (the tests compare samples,
 log-probabilities and gradients of both paths). Any other policy gets ``get_dist``.
@@ -77,26 +77,15 @@ def actor_plan(actor: Any) -> ActorPlan | None:
 _PLANS: WeakKeyDictionary[nn.Module, ActorPlan | None] = WeakKeyDictionary()
 
 
-def policy_dist(actor: Any, td: TensorDictBase) -> Any:
-    """``actor.get_dist(td)``, built straight from tensors for a plain policy.
-
-    The plan of ``actor`` is found on its first use and kept (weakly) with it. With a plan,
-    ``td`` is not written (``get_dist`` writes the distribution parameters into it); a hook
-    registered on the policy's own modules later sends every call back to ``get_dist``.
-    The result is typed ``Any`` as ``get_dist``'s: a policy may return any distribution-like
-    object (a composite one, a class with ``logits``), which the losses use duck-typed.
-    """
-    plan = _usable_plan(actor)
-    outs = None if plan is None else _outputs(plan, td)
-    if plan is None or outs is None:
-        return actor.get_dist(td)
-    return plan.distribution_class(**dict(zip(plan.names, outs, strict=True)), **plan.kwargs)
-
-
 def policy_dist_acted(
     actor: Any, td: TensorDictBase
 ) -> tuple[Any, TensorDictBase, dict[NestedKey, Tensor]]:
-    """``(dist, td to read, replace)``: the distribution, and where its parameters are.
+    """``(dist, td to read, replace)``: ``actor.get_dist``, and where its parameters are.
+
+    The plan of ``actor`` is found on its first use and kept (weakly) with it; a hook
+    registered on the policy's own modules later sends every call back to ``get_dist``. The
+    distribution is typed ``Any`` as ``get_dist``'s: a policy may return any
+    distribution-like object (a composite one, a class with ``logits``), used duck-typed.
 
     What ``actor.get_dist`` on a copy of ``td`` gives and writes into the copy: a plain policy
     leaves ``td`` as it is and returns its outputs in ``replace`` (keyed by its out keys, for

@@ -13,7 +13,7 @@ from tensordict.utils import NestedKey, unravel_key
 from torch import Tensor, nn
 
 from tdrl.modules import MLP
-from tdrl.objectives._actor_plan import policy_dist, policy_dist_acted
+from tdrl.objectives._actor_plan import policy_dist_acted
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives.value._estimators import _TDBase
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
@@ -223,17 +223,13 @@ def _squeeze_rows(t: Tensor) -> Tensor:
     return t.clone()
 
 
-def sample_with_log_prob(
-    actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
-) -> tuple[Tensor, Tensor]:
-    """Reparameterised actions of ``actor``'s distribution on ``td`` and their log-probability."""
-    return draw(policy_dist(actor, td), torch.Size(sample_shape))
-
-
 def sample_unwritten(
     actor: nn.Module, td: TensorDictBase, sample_shape: tuple[int, ...] = ()
 ) -> tuple[Tensor, Tensor]:
-    """:func:`sample_with_log_prob` leaving ``td`` as it is (a policy that writes gets a copy)."""
+    """Reparameterised actions of ``actor`` on ``td`` and their log-probability.
+
+    ``td`` is left as it is: a policy that writes its parameters gets a copy.
+    """
     return draw(policy_dist_acted(actor, td)[0], torch.Size(sample_shape))
 
 

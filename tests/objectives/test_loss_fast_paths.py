@@ -22,7 +22,7 @@ from torch import nn
 
 from tdrl.modules import MLP, NormalParamExtractor, TanhNormal
 from tdrl.objectives import CQLLoss, DiscreteSACLoss, IQLLoss, REDQLoss, SACLoss
-from tdrl.objectives._actor_plan import actor_plan, policy_dist
+from tdrl.objectives._actor_plan import actor_plan, policy_dist_acted
 from tdrl.testing import (
     make_action_value_net,
     make_categorical_actor,
@@ -79,7 +79,8 @@ def test_policy_dist_equals_get_dist(kind: str, nested: bool) -> None:
     results = []
     for policy in (actor, general):
         td = batch.copy()
-        dist = policy_dist(policy, td)
+        dist, read, replace = policy_dist_acted(policy, td)
+        assert (read is td) is (policy is actor) and bool(replace) is (policy is actor)
         torch.manual_seed(1)
         sample = dist.rsample() if kind == "tanh_normal" else dist.sample()
         log_prob = dist.log_prob(sample)
@@ -94,21 +95,20 @@ def test_policy_dist_equals_get_dist(kind: str, nested: bool) -> None:
 def test_policy_dist_follows_a_hook_added_later() -> None:
     actor = make_tanh_normal_actor()
     batch = make_transition_batch(batch=(3,))
-    td = batch.copy()
-    policy_dist(actor, td)
-    assert "loc" not in td.keys()
+    _, read, replace = policy_dist_acted(actor, batch)
+    assert read is batch and sorted(replace) == ["loc", "scale"] and "loc" not in batch.keys()
     calls = []
     actor.module[0].register_forward_hook(lambda *args: calls.append(1))
-    td = batch.copy()
-    policy_dist(actor, td)
-    assert calls == [1] and "loc" in td.keys()  # get_dist ran the module and wrote its output
+    _, read, replace = policy_dist_acted(actor, batch)
+    # get_dist ran the module (its hook) and wrote into a copy, not into the batch
+    assert calls == [1] and not replace and "loc" in read.keys() and "loc" not in batch.keys()
 
 
 def test_policy_dist_missing_input_raises_the_general_error() -> None:
     actor = make_tanh_normal_actor()
     td = TensorDict(other=torch.zeros(3, 3), batch_size=[3])
     with pytest.raises(KeyError, match="observation"):
-        policy_dist(actor, td)
+        policy_dist_acted(actor, td)
 
 
 def test_only_plain_policies_get_a_plan() -> None:
