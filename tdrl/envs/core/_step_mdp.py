@@ -68,7 +68,9 @@ def _wrap(entries: dict[str, Any], batch_size: torch.Size, device: Any) -> Tenso
     """``TensorDict._new_unsafe(entries, batch_size=, device=, nested=False)`` for a device
     that is None or a ``torch.device``: the same object (the test pins its attributes), set up
     without the compile and device probes that cost ~0.5 us per node."""
-    if _td_utils._CHECK_INVARIANTS:  # tensordict's debug mode checks what _new_unsafe builds
+    if _td_utils._CHECK_INVARIANTS or torch.compiler.is_compiling():
+        # tensordict's debug mode checks what _new_unsafe builds; under torch.compile
+        # _new_unsafe builds through the constructor, which dynamo traces.
         return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
     td = _new_object(TensorDict)
     td._device = device
