@@ -364,7 +364,8 @@ def run_layers(
                 linear = getattr(linear, name)
             weight, bias = linear.weight, linear.bias
         else:
-            weight, bias = tensors.get((*path, "weight")), tensors.get((*path, "bias"), None)
+            node = _node(tensors, path)
+            weight, bias = _entry(node, "weight"), _entry(node, "bias")
             if member is not None:
                 weight, bias = weight[member], None if bias is None else bias[member]
         if detach:
@@ -377,6 +378,23 @@ def run_layers(
             x = torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
     lead = x.shape[:1] if stacked else ()
     return x.reshape(*lead, *batch, *x.shape[len(lead) + 1 :])
+
+
+def _node(td: TensorDictBase, path: tuple[str, ...]) -> Any:
+    """``td.get(path)`` for a sub-TensorDict; plain ``TensorDict`` levels read their entry dict
+    (anything missing or unusual goes through ``get``, which names what is wrong)."""
+    node: Any = td
+    for name in path:
+        node = node._tensordict.get(name) if type(node) is TensorDict else None
+        if node is None:
+            return td.get(path)
+    return node
+
+
+def _entry(td: Any, name: str) -> Any:
+    """``td.get(name, None)``, the entry dict of a plain ``TensorDict`` read directly (what its
+    ``get`` returns for a string key, without the three calls a read costs)."""
+    return td._tensordict.get(name) if type(td) is TensorDict else td.get(name, None)
 
 
 def _plain_tensordict(params: TensorDictBase | nn.Module) -> TensorDictBase | None:

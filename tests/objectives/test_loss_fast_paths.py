@@ -311,3 +311,15 @@ def test_deterministic_actor_losses_equal_the_copy_and_act_path(kind: str) -> No
         assert torch.equal(out_a[key], out_b[key]), key
     for a, b in zip(grads_a, grads_b, strict=True):
         assert torch.equal(a, b)
+
+
+def test_direct_weight_reads_equal_get() -> None:
+    from tdrl.objectives._ensemble import QEnsemble
+    from tdrl.objectives._utils import _entry, _node, _plain_tensordict
+
+    ensemble = QEnsemble(make_qvalue_critic(), num_copies=2)
+    for params in (_plain_tensordict(ensemble.params), ensemble.params.detach(), ensemble.params):
+        for key in params.keys(True, True):
+            assert _entry(_node(params, key[:-1]), key[-1]) is params.get(key)
+    detached = ensemble.params.detach()  # a path that is not there: what get gives
+    assert _node(detached, ("module", "missing")) is detached.get(("module", "missing"))
