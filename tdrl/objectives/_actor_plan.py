@@ -50,7 +50,7 @@ def actor_plan(actor: Any) -> ActorPlan | None:
     if type(actor).get_dist is not ProbabilisticTensorDictSequential.get_dist:
         return None
     modules = list(actor.module)
-    if len(modules) != 2 or any(_hooked(m) for m in actor.modules()):
+    if len(modules) != 2 or any(has_hooks(m) for m in actor.modules()):
         return None
     det, prob = modules
     if not (_plain_module(det) and _plain_probabilistic(prob)):
@@ -151,7 +151,8 @@ def _run(plan: ActorPlan, inputs: list[Tensor]) -> tuple[Tensor, ...] | None:
     return outs
 
 
-def _hooked(module: nn.Module) -> bool:
+def has_hooks(module: nn.Module) -> bool:
+    """Whether ``module`` has forward (pre-)hooks of its own."""
     return bool(module._forward_hooks or module._forward_pre_hooks)
 
 

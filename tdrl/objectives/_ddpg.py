@@ -130,7 +130,7 @@ class DDPGLoss(LossModule):
     def _acted(
         self, td: TensorDictBase, params: TensorDictBase | None
     ) -> tuple[TensorDictBase, dict[NestedKey, Tensor]]:
-        # The actor's own output key: what act() would write into a copy of td.
+        # The actor's own output key: where it writes its action.
         key = self.actor_network.out_keys[0]
         return acted(self.actor_network, self._actor_layers, td, params, key)
 

@@ -13,7 +13,7 @@ from tensordict.utils import NestedKey, unravel_key
 from torch import Tensor, nn
 
 from tdrl.modules import MLP
-from tdrl.objectives._actor_plan import policy_dist_acted
+from tdrl.objectives._actor_plan import has_hooks, policy_dist_acted
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives.value._estimators import _TDBase
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
@@ -296,17 +296,13 @@ def plain_layers(module: Any) -> Layers | None:
     """``[(parameter path, None for nn.Linear else the layer)]``, or None if not a plain MLP."""
     if type(module).forward is not TensorDictModule.forward or len(module.out_keys) != 1:
         return None
-    if any(_has_hooks(m) for m in module.modules()):
+    if any(has_hooks(m) for m in module.modules()):
         return None
     inner: Any = getattr(module, "module", None)
     if not (_is_mlp(inner) or (type(inner) is nn.Sequential and len(module.in_keys) == 1)):
         return None
     layers: Layers = []
     return layers if _collect_layers(inner, ("module",), layers) else None
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks)
 
 
 def _is_mlp(module: Any) -> bool:
@@ -453,23 +449,6 @@ def call_with_params(
         return get_entry(module(td), out_key, where)
 
 
-def plain_action(
-    actor: Any,
-    layers: Layers | None,
-    td: TensorDictBase,
-    params: TensorDictBase | None,
-    key: NestedKey,
-) -> Tensor | None:
-    """The action a plain actor (see :func:`plain_layers`) writes at ``key``, without writing it.
-
-    None for any other actor, or one writing another key: run :func:`act` on a copy then.
-    """
-    if layers is None or unravel_key(actor.out_keys[0]) != unravel_key(key):
-        return None
-    inputs = [get_entry(td, k, "act") for k in actor.in_keys]
-    return actor.module(*inputs) if params is None else run_layers(layers, inputs, params)
-
-
 def acted(
     actor: Any,
     layers: Layers | None,
@@ -477,29 +456,23 @@ def acted(
     params: TensorDictBase | None,
     key: NestedKey,
 ) -> tuple[TensorDictBase, dict[NestedKey, Tensor]]:
-    """``(td to read, replace)`` that hold ``actor``'s action at ``key`` (for ``replace=``).
+    """``(td to read, replace)`` that hold ``actor``'s action (computed with ``params``, its own
+    weights if None) as a copy of ``td`` it wrote into would: for the critics' ``replace=``.
 
-    A plain actor's action is computed from tensors and returned in ``replace`` (``td`` as
-    given, not written); any other actor runs on a copy of ``td`` (``replace`` empty).
+    A plain actor (see :func:`plain_layers`) writing ``key`` is run on the input tensors and its
+    action returned in ``replace`` (``td`` as given, not written); any other actor writes into
+    a copy of ``td`` (``replace`` empty).
     """
-    action = plain_action(actor, layers, td, params, key)
-    if action is not None:
-        return td, {key: action}
-    td = td.copy()
-    act(actor, layers, td, params)
-    return td, {}
-
-
-def act(
-    actor: Any, layers: Layers | None, td: TensorDictBase, params: TensorDictBase | None
-) -> None:
-    """Writes ``actor``'s action into ``td``, computed with ``params`` (own weights if None)."""
     if layers is not None:
         inputs = [get_entry(td, k, "act") for k in actor.in_keys]
         action = actor.module(*inputs) if params is None else run_layers(layers, inputs, params)
-        td.set(actor.out_keys[0], action)
-    elif params is None:
+        if unravel_key(actor.out_keys[0]) == unravel_key(key):
+            return td, {key: action}
+        return td.copy().set(actor.out_keys[0], action), {}
+    td = td.copy()
+    if params is None:
         actor(td)
     else:
         with params.to_module(actor):
             actor(td)
+    return td, {}
