@@ -13,9 +13,24 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["PRESETS", "apply_overrides", "load_config", "load_preset"]
+__all__ = ["OFFLINE_PRESETS", "PRESETS", "apply_overrides", "load_config", "load_preset"]
 
-PRESETS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg", "mappo", "ippo", "qmix")
+PRESETS = (
+    "ppo",
+    "a2c",
+    "dqn",
+    "sac",
+    "td3",
+    "ddpg",
+    "mappo",
+    "ippo",
+    "qmix",
+    "iql",
+    "cql",
+    "td3bc",
+    "bc",
+)
+OFFLINE_PRESETS = ("iql", "cql", "td3bc", "bc")
 # Tables whose keys are free (options passed on to the env): overrides may add keys there.
 _OPEN_TABLES = ("env_options",)
 

@@ -40,6 +40,8 @@ class RunLogger:
         quiet: no progress bar (for logs): a one-line summary every ``print_every`` rows.
         tensorboard: same as ``backend="tensorboard"`` (``tdrl train --tensorboard``).
         start_frames: frames already done (when resuming).
+        step_key: the row entry that counts progress (the bar, the logger's step):
+            ``"frames"``, or ``"updates"`` for the offline presets.
         backend: also log every row's numbers (step: the row's frames) through a
             :mod:`tdrl.record` logger in the run directory (see :func:`make_run_logger`):
             ``"csv"``, ``"tensorboard"``, ``"wandb"`` or ``"mlflow"``.
@@ -66,6 +68,7 @@ class RunLogger:
         quiet: bool = False,
         tensorboard: bool = False,
         start_frames: int = 0,
+        step_key: str = "frames",
         print_every: int = 10,
         backend: str | None = None,
         video: EvalVideo | None = None,
@@ -73,6 +76,7 @@ class RunLogger:
         config: dict[str, Any] | None = None,
     ) -> None:
         self.path = Path(out_dir) / "metrics.csv"
+        self.step_key = step_key
         self.quiet = quiet
         self.print_every = print_every
         self._rows = 0
@@ -96,7 +100,7 @@ class RunLogger:
             self._bar = tqdm(
                 total=total_frames,
                 initial=start_frames,
-                unit="frame",
+                unit=step_key.removesuffix("s"),
                 dynamic_ncols=True,
                 smoothing=0.1,
             )
@@ -120,7 +124,7 @@ class RunLogger:
             csv.DictWriter(f, self._columns, extrasaction="ignore", restval="").writerow(
                 {k: _fmt(v) for k, v in row.items()}
             )
-        frames = int(row.get("frames", self._last_frames))
+        frames = int(row.get(self.step_key, self._last_frames))
         if self.backend is not None:
             numbers = {
                 k: v
@@ -374,8 +378,9 @@ def read_metrics(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def truncate_metrics(path: str | Path, max_frames: int) -> None:
-    """Drops rows logged after ``max_frames`` (used when resuming from an older checkpoint)."""
+def truncate_metrics(path: str | Path, max_frames: int, *, column: str = "frames") -> None:
+    """Drops rows whose ``column`` (the progress count) is past ``max_frames`` (used when
+    resuming from an older checkpoint)."""
     path = Path(path)
     if not path.exists():
         return
@@ -383,7 +388,7 @@ def truncate_metrics(path: str | Path, max_frames: int) -> None:
     if not rows:
         return
     columns = list(rows[0].keys())
-    kept = [r for r in rows if int(float(r["frames"] or 0)) <= max_frames]
+    kept = [r for r in rows if int(float(r.get(column) or 0)) <= max_frames]
     _write_rows(path, columns, kept)
 
 
@@ -397,8 +402,8 @@ def _write_rows(path: Path, columns: list[str], rows: list[dict[str, str]]) -> N
     tmp.replace(path)
 
 
-def _series(rows: list[dict[str, str]], column: str) -> list[tuple[float, float]]:
-    return [(float(r["frames"]), float(r[column])) for r in rows if r.get(column)]
+def _series(rows: list[dict[str, str]], column: str, x: str) -> list[tuple[float, float]]:
+    return [(float(r[x]), float(r[column])) for r in rows if r.get(column) and r.get(x)]
 
 
 def _curves(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
@@ -413,8 +418,9 @@ def _curves(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
     return [(f"{g}: ", f"train_return/{g}", f"eval_return/{g}") for g in groups]
 
 
-def plot_learning_curve(run_dir: str | Path, window: int = 10) -> Path | None:
-    """Writes ``learning_curve.png``: training return (and its rolling mean) and eval return.
+def plot_learning_curve(run_dir: str | Path, window: int = 10, *, x: str = "frames") -> Path | None:
+    """Writes ``learning_curve.png``: training return (and its rolling mean) and eval return
+    against the metrics column ``x`` (``"frames"``; ``"updates"`` for the offline presets).
 
     A multi-agent run (per-group columns ``train_return/<group>`` and ``eval_return/<group>``)
     gets one set of curves per group, in one colour each.
@@ -430,13 +436,13 @@ def plot_learning_curve(run_dir: str | Path, window: int = 10) -> Path | None:
     except ImportError:  # pragma: no cover - depends on the install
         return None
     rows = read_metrics(run_dir / "metrics.csv") if (run_dir / "metrics.csv").exists() else []
-    curves = [(p, _series(rows, t), _series(rows, e)) for p, t, e in _curves(rows)]
+    curves = [(p, _series(rows, t, x), _series(rows, e, x)) for p, t, e in _curves(rows)]
     if not any(train or evals for _, train, evals in curves):
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (prefix, train, evals) in enumerate(curves):
         _draw(ax, prefix, train, evals, window, f"C{i}" if prefix else None)
-    ax.set_xlabel("frames")
+    ax.set_xlabel(x)
     ax.set_ylabel("return")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -142,6 +142,13 @@ class Trainer:
     # ------------------------------------------------------------------ hooks
     policy: Any
     compiles = False  # whether the subclass compiles its update step with --compile
+    # the metrics.csv column that counts progress (checkpoints, budget, the curve's x axis):
+    # env frames here, gradient updates for the offline trainer
+    progress_key = "frames"
+
+    def _budget(self) -> int:
+        """The progress budget (``self.frames`` stops there)."""
+        return int(self.config["frames"])
 
     def _train(self) -> None:
         raise NotImplementedError
@@ -193,13 +200,14 @@ class Trainer:
         if self.resume:
             self._restore()
         else:
-            truncate_metrics(self.out_dir / "metrics.csv", -1)
+            truncate_metrics(self.out_dir / "metrics.csv", -1, column=self.progress_key)
         self.logger = RunLogger(
             self.out_dir,
-            int(self.config["frames"]),
+            self._budget(),
             quiet=self.quiet,
             tensorboard=self.tensorboard,
             start_frames=self.frames,
+            step_key=self.progress_key,
             backend=self.logger_type,
             video=self.eval_video,
             policy=self.policy,
@@ -219,7 +227,7 @@ class Trainer:
             self._evaluate()
         summary = self.summary()
         write_summary(self.out_dir, summary)
-        plot_learning_curve(self.out_dir)
+        plot_learning_curve(self.out_dir, x=self.progress_key)
         return summary
 
     def summary(self) -> dict[str, Any]:
@@ -245,9 +253,7 @@ class Trainer:
     def done(self) -> bool:
         """Whether training should stop (budget reached, target return hit or a stop signal)."""
         return (
-            self.frames >= int(self.config["frames"])
-            or self.solved_at is not None
-            or self.stopped is not None
+            self.frames >= self._budget() or self.solved_at is not None or self.stopped is not None
         )
 
     def episode_returns(self, env: EnvBase) -> list[float]:
@@ -352,7 +358,7 @@ class Trainer:
             )
             return
         try:  # the learning curve drawn so far: a full disk is handled as for the checkpoint
-            plot_learning_curve(self.out_dir)
+            plot_learning_curve(self.out_dir, x=self.progress_key)
         except OSError as err:
             if self.on_error == "stop":
                 raise
@@ -385,7 +391,7 @@ class Trainer:
         self._apply_counters(self._read_counters(counters))
         self._saved_frames = self.frames
         report_to_stderr(f"tdrl train --resume: resuming from {path} at frame {self.frames}")
-        truncate_metrics(self.out_dir / "metrics.csv", self.frames)
+        truncate_metrics(self.out_dir / "metrics.csv", self.frames, column=self.progress_key)
         return counters
 
     def _read_counters(self, counters: dict[str, Any]) -> dict[str, Any]:

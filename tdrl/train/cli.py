@@ -11,7 +11,7 @@ from typing import Any
 
 from tdrl.errors import CheckpointError
 from tdrl.train._checkpoint import CheckpointWriteError
-from tdrl.train._config import PRESETS, load_config
+from tdrl.train._config import OFFLINE_PRESETS, PRESETS, load_config
 from tdrl.train._lock import RunLockedError
 from tdrl.train._logging import LOGGERS
 from tdrl.train._ray_collect import RayUnreachable
@@ -177,6 +177,10 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
     """The trainer for ``config["algorithm"]``."""
     from tdrl.train._on_policy import OnPolicyTrainer
 
+    if config["algorithm"] in OFFLINE_PRESETS:
+        from tdrl.train._offline import OfflineTrainer
+
+        return OfflineTrainer(config, out_dir, **kwargs)
     if config["algorithm"] in ("ppo", "a2c"):
         return OnPolicyTrainer(config, out_dir, **kwargs)
     if config["algorithm"] in ("mappo", "ippo"):
