@@ -2,6 +2,7 @@
 
 from tdrl.objectives._a2c import A2CLoss
 from tdrl.objectives._base import LossModule, normalize_key
+from tdrl.objectives._bc import BCLoss
 from tdrl.objectives._cql import CQLLoss, DiscreteCQLLoss
 from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
@@ -18,6 +19,7 @@ from tdrl.objectives._sac import SACLoss
 from tdrl.objectives._sac_discrete import DiscreteSACLoss
 from tdrl.objectives._targets import HardUpdate, SoftUpdate, TargetNetUpdater
 from tdrl.objectives._td3 import TD3Loss
+from tdrl.objectives._td3_bc import TD3BCLoss
 from tdrl.objectives.value import (
     GAE,
     MultiAgentGAE,
@@ -30,6 +32,7 @@ from tdrl.objectives.value import (
 __all__ = [
     "GAE",
     "A2CLoss",
+    "BCLoss",
     "CQLLoss",
     "ClipPPOLoss",
     "DDPGLoss",
@@ -54,6 +57,7 @@ __all__ = [
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",
+    "TD3BCLoss",
     "TD3Loss",
     "TDLambdaEstimator",
     "TargetNetUpdater",

@@ -117,7 +117,7 @@ class TD3Loss(LossModule):
         use_prioritized_weights: str | bool = "auto",
     ) -> None:
         super().__init__()
-        where = "TD3Loss.__init__"
+        where = f"{type(self).__name__}.__init__"
         self._torchrl_options(
             gamma=gamma,
             priority_key=priority_key,
@@ -147,13 +147,13 @@ class TD3Loss(LossModule):
             self._make_target("qvalue_network")
 
     @torch.no_grad()
-    def _next_value(self, next_td: TensorDictBase) -> Tensor:
+    def _next_value(self, next_td: TensorDictBase, where: str) -> Tensor:
         keys = self.tensor_keys
         target_actor = self.actor_network_target_params if self.delay_actor else None
         next_td, replace = self._acted(next_td, target_actor)
         action = replace.get(keys.action)
         if action is None:
-            action = get_entry(next_td, keys.action, "TD3Loss.forward")
+            action = get_entry(next_td, keys.action, where)
         noise = torch.randn_like(action).mul_(self.policy_noise)
         action = action + noise.clamp_(-self.noise_clip, self.noise_clip)
         if self.action_low is not None:
@@ -179,10 +179,14 @@ class TD3Loss(LossModule):
             TorchRL) ``"next_state_value"`` and ``"target_value"`` (``batch.batch_size``) and
             ``"pred_value"`` (``[num_qvalue_nets, *batch]``).
         """
-        where = "TD3Loss.value_loss"
+        return self._value_loss(tensordict, "TD3Loss.value_loss")
+
+    def _value_loss(
+        self, tensordict: TensorDictBase, where: str
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         key = self.tensor_keys.state_action_value
         pred = self.qvalue_network(tensordict, out_key=key)
-        next_value = self._next_value(get_entry(tensordict, "next", where))
+        next_value = self._next_value(get_entry(tensordict, "next", where), where)
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
