@@ -15,6 +15,7 @@ from tdrl.modules.actors._actor_critic import (
     ActorCriticWrapper,
     ActorValueOperator,
 )
+from tdrl.modules.actors._dt import DecisionTransformerInferenceWrapper
 from tdrl.modules.actors._multistep import MultiStepActorWrapper
 from tdrl.modules.actors._probabilistic import ProbabilisticActor
 from tdrl.modules.actors._qvalue import QValueActor, QValueModule
@@ -26,6 +27,7 @@ __all__ = [
     "ActorCriticOperator",
     "ActorCriticWrapper",
     "ActorValueOperator",
+    "DecisionTransformerInferenceWrapper",
     "MultiStepActorWrapper",
     "ProbabilisticActor",
     "QValueActor",

@@ -10,6 +10,8 @@ Examples:
 """
 
 from tdrl.modules.models._conv import ConvNet
+from tdrl.modules.models._decision_transformer import DecisionTransformer
+from tdrl.modules.models._dt_actors import DTActor, OnlineDTActor
 from tdrl.modules.models._dueling import DuelingCnnDQNet, DuelingMlpDQNet
 from tdrl.modules.models._layers import SquashDims
 from tdrl.modules.models._mixers import QMixer, VDNMixer
@@ -21,11 +23,14 @@ from tdrl.modules.models._normal_params import NormalParamExtractor
 __all__ = [
     "MLP",
     "ConvNet",
+    "DTActor",
+    "DecisionTransformer",
     "DuelingCnnDQNet",
     "DuelingMlpDQNet",
     "MultiAgentConvNet",
     "MultiAgentMLP",
     "NormalParamExtractor",
+    "OnlineDTActor",
     "QMixer",
     "SquashDims",
     "VDNMixer",

@@ -13,13 +13,17 @@ Examples:
 from tdrl.modules.models import (
     MLP,
     ConvNet,
+    DTActor,
     DuelingCnnDQNet,
     DuelingMlpDQNet,
+    OnlineDTActor,
 )
 
 __all__ = [
     "MLP",
     "ConvNet",
+    "DTActor",
     "DuelingCnnDQNet",
     "DuelingMlpDQNet",
+    "OnlineDTActor",
 ]
