@@ -5,6 +5,8 @@ reads (actions); :class:`TransformedEnv` runs an env through a sequence of them 
 transformed specs. The same transform object also works outside an env (``transform(td)`` on a
 replay-buffer sample) and inside :class:`Compose`.
 
+- Return-to-go (Decision Transformer): :class:`Reward2GoTransform` (buffer data),
+  :class:`TargetReturn` (the env at evaluation).
 - Episode bookkeeping: :class:`StepCounter`, :class:`TrajCounter`, :class:`RewardSum`,
   :class:`InitTracker`, :class:`TensorDictPrimer` (policy states), :class:`ActionMask`.
 - Normalisation and values: :class:`ObservationNorm`, :class:`VecNorm`, :class:`RewardScaling`,
@@ -44,6 +46,7 @@ from tdrl.envs.transforms._key_ops import (
 from tdrl.envs.transforms._obs_norm import ObservationNorm
 from tdrl.envs.transforms._observation import ObservationTransform
 from tdrl.envs.transforms._primer import TensorDictPrimer
+from tdrl.envs.transforms._reward2go import Reward2GoTransform, TargetReturn
 from tdrl.envs.transforms._shapes import (
     FlattenObservation,
     PermuteTransform,
@@ -84,6 +87,7 @@ __all__ = [
     "PermuteTransform",
     "RenameTransform",
     "Resize",
+    "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
@@ -91,6 +95,7 @@ __all__ = [
     "SignTransform",
     "SqueezeTransform",
     "StepCounter",
+    "TargetReturn",
     "TensorDictPrimer",
     "ToTensorImage",
     "TrajCounter",
