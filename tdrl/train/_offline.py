@@ -175,7 +175,7 @@ class OfflineTrainer(Trainer):
         k = round(size * float(self.config["online"].get("dataset_fraction", 0.5)))
         parts = [self.data.sample(k)] if k else []
         if size - k:
-            parts.append(online.sample(size - k))
+            parts.append(online.sample(size - k).select(*self.data._keys))
         return torch.cat(parts, 0) if len(parts) > 1 else parts[0]
 
     def _update_once(self, batch: TensorDictBase) -> dict[str, float]:

@@ -29,6 +29,7 @@ tdrl: train and evaluate reinforcement-learning agents.
   tdrl train dqn --compile            torch.compile the update step
   tdrl train ppo --resume runs/ppo-20261129-120000
   tdrl eval runs/ppo-20261129-120000  replay the saved policy deterministically
+  tdrl dataset collect runs/sac-20261129-120000 --episodes 50 --out pendulum/sac-v0
 
 SIGTERM or Ctrl-C stops `tdrl train` after the current iteration with a checkpoint (exit 0;
 continue with --resume); a second Ctrl-C stops at once (exit 130); a stop that overruns
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tdrl", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,dataset}")
     train = sub.add_parser(
         "train",
         help="train an agent from a preset",
@@ -62,6 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
         "or pettingzoo:<task>",
     )
     train.add_argument("--frames", type=int, help="frame budget")
+    train.add_argument(
+        "--dataset",
+        metavar="SPEC",
+        help="offline presets (iql, cql, td3bc, bc): the dataset to train on, minari:<id> or "
+        "d4rl:<path>; evaluation runs in the env it was recorded on",
+    )
+    train.add_argument(
+        "--updates", type=int, help="offline presets: gradient-update budget (not frames)"
+    )
+    train.add_argument(
+        "--online-frames",
+        type=int,
+        metavar="N",
+        help="iql: fine-tune online for N env frames after the offline updates",
+    )
     train.add_argument("--num-envs", type=int, help="number of envs collected from in parallel")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--out", help="run directory (default: runs/<preset>-<time>)")
@@ -135,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("run_dir", help="a run directory written by `tdrl train`")
     ev.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
     ev.add_argument("--seed", type=int, default=12345, help="seed of the evaluation envs")
+    from tdrl.train._dataset_collect import add_dataset_parser
+
+    add_dataset_parser(sub)
     return parser
 
 
@@ -160,9 +179,13 @@ def _train_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.resume:
         return _resume_config(Path(args.resume))
     overrides = list(args.set)
+    _check_offline_flags(args)
     for flag, key in (
         ("env", "env"),
         ("frames", "frames"),
+        ("dataset", "dataset"),
+        ("updates", "updates"),
+        ("online_frames", "online_frames"),
         ("num_envs", "num_envs"),
         ("seed", "seed"),
         ("device", "device"),
@@ -171,6 +194,25 @@ def _train_config(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")
     return load_config(args.preset, args.config, overrides)
+
+
+def _check_offline_flags(args: argparse.Namespace) -> None:
+    """--dataset/--updates/--online-frames belong to the offline presets, --frames to the rest."""
+    offline = args.preset in OFFLINE_PRESETS
+    wrong = ["frames"] if offline else ["dataset", "updates", "online_frames"]
+    for flag in wrong:
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            expected = (
+                "--updates: offline presets count gradient updates"
+                if offline
+                else f"an offline preset {OFFLINE_PRESETS}"
+            )
+            raise ValueError(
+                f"tdrl train {args.preset}: {name} does not apply (got {name} "
+                f"{getattr(args, flag)}; expected {expected}). "
+                + ("Use --updates." if offline else f"Drop {name} or train an offline preset.")
+            )
 
 
 def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> Any:
@@ -261,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return _cmd_train(args)
+        if args.command == "dataset":
+            from tdrl.train._dataset_collect import run_dataset_command
+
+            return run_dataset_command(args)
         return _cmd_eval(args)
     except (
         CheckpointError,
