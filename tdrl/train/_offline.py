@@ -82,7 +82,9 @@ class OfflineTrainer(Trainer):
                     "expected 'minari:<id>' or 'd4rl:<path>'). Pass --dataset minari:<id>."
                 )
             parse_dataset(config["dataset"])  # a malformed spec fails before anything opens
-            dataset = open_dataset(config["dataset"], batch_size)
+            dataset = open_dataset(
+                config["dataset"], batch_size, config.get("dataset_root") or None
+            )
         if not config.get("env"):
             config["env"] = env_for_dataset(getattr(dataset, "env_id", None), source)
         self.online_frames = int(config.get("online_frames", 0) or 0)

@@ -45,9 +45,12 @@ def parse_dataset(spec: Any) -> tuple[str, str]:
     return kind, ref
 
 
-def open_dataset(spec: str, batch_size: int) -> Any:
+def open_dataset(spec: str, batch_size: int, root: str | None = None) -> Any:
     """Opens the dataset ``spec`` as a replay buffer (``MinariExperienceReplay`` or
-    ``D4RLExperienceReplay``, without downloading: a missing dataset is an error naming it)."""
+    ``D4RLExperienceReplay``, without downloading: a missing dataset is an error naming it).
+    ``root``: where the converted copy goes (None: the loaders' default,
+    ``~/.cache/tdrl/<kind>``). Minari datasets are read from the local Minari cache
+    (``$MINARI_DATASETS_PATH``, where ``tdrl dataset collect`` writes)."""
     kind, ref = parse_dataset(spec)
     try:
         from tdrl.data import datasets
@@ -57,8 +60,8 @@ def open_dataset(spec: str, batch_size: int) -> Any:
             "pip install 'tdrl[offline]'."
         ) from err
     if kind == "minari":
-        return datasets.MinariExperienceReplay(ref, batch_size, download=False)
-    return datasets.D4RLExperienceReplay(ref, batch_size, download=False)
+        return datasets.MinariExperienceReplay(ref, batch_size, root=root, download=False)
+    return datasets.D4RLExperienceReplay(ref, batch_size, root=root, download=False)
 
 
 def env_for_dataset(env_id: str | None, source: str) -> str:
@@ -121,6 +124,13 @@ class OfflineData:
             [("next", "truncated")] if ("next", "truncated") in keys else []
         )
         self._encode = _check_fit(probe, env, source)
+        # Minari stores float64 rewards (and whatever dtypes the recording env gave): the
+        # networks and the env's data are float32, so other float entries are cast on sampling
+        self._cast = [
+            k
+            for k in self._keys
+            if probe.get(k).is_floating_point() and probe.get(k).dtype != torch.float32
+        ]
 
     def __len__(self) -> int:
         return len(self.buffer)
@@ -128,6 +138,8 @@ class OfflineData:
     def sample(self, batch_size: int | None = None) -> TensorDictBase:
         """A batch of ``batch_size`` (default: the constructor's) transitions."""
         batch = self.buffer.sample(batch_size or self.batch_size).select(*self._keys)
+        for key in self._cast:
+            batch.set(key, batch.get(key).to(torch.float32))
         if self._encode is not None:
             batch.set("action", self._encode(batch.get("action")))
         return batch

@@ -56,7 +56,7 @@ def _weights(run_dir):
     return {k: v for k, v in tensors.items() if k.startswith("module/")}
 
 
-@pytest.mark.parametrize("preset", ["iql", "cql"])
+@pytest.mark.parametrize("preset", ["iql", "cql", "td3bc", "bc"])
 def test_the_run_directory_counts_updates(tmp_path, pendulum, preset):
     config = _config(
         preset,
@@ -223,7 +223,7 @@ def test_the_cli_trains_on_a_dataset_and_resume_reopens_it(tmp_path, pendulum, m
 
     opened = []
 
-    def open_dataset(spec, batch_size):
+    def open_dataset(spec, batch_size, root=None):
         opened.append((spec, batch_size))
         return pendulum
 
@@ -254,6 +254,6 @@ def test_cli_flags_of_the_other_kind_are_refused(args, match):
 def test_make_trainer_builds_the_offline_trainer(tmp_path, pendulum, monkeypatch):
     import tdrl.train._offline as offline
 
-    monkeypatch.setattr(offline, "open_dataset", lambda spec, batch_size: pendulum)
+    monkeypatch.setattr(offline, "open_dataset", lambda spec, batch_size, root=None: pendulum)
     config = _config("iql", "dataset='minari:x-v0'")
     assert isinstance(make_trainer(config, tmp_path, quiet=True), OfflineTrainer)
