@@ -6,6 +6,7 @@ from tdrl.objectives._bc import BCLoss
 from tdrl.objectives._cql import CQLLoss, DiscreteCQLLoss
 from tdrl.objectives._ddpg import DDPGLoss
 from tdrl.objectives._dqn import DQNLoss
+from tdrl.objectives._dt import DTLoss, OnlineDTLoss
 from tdrl.objectives._ensemble import QEnsemble
 from tdrl.objectives._iql import DiscreteIQLLoss, IQLLoss
 from tdrl.objectives._mappo import IPPOLoss, MAPPOLoss
@@ -37,6 +38,7 @@ __all__ = [
     "ClipPPOLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DTLoss",
     "DiscreteCQLLoss",
     "DiscreteIQLLoss",
     "DiscreteSACLoss",
@@ -47,6 +49,7 @@ __all__ = [
     "LossModule",
     "MAPPOLoss",
     "MultiAgentGAE",
+    "OnlineDTLoss",
     "PPOLoss",
     "PolicyGradientLoss",
     "QEnsemble",
