@@ -64,10 +64,10 @@ def write_cache(
     """Writes ``data`` (and the tensor ``tensors`` metadata) to ``path`` atomically."""
     tree: dict[str, Any] = {"data": data.to_dict(), "extra": dict(tensors or {})}
     record = {
+        **info,
         "format": INFO_FORMAT,
         "version": INFO_VERSION,
         "batch_size": list(data.batch_size),
-        **info,
     }
     atomic_write_dir(path, lambda tmp: write_tree(tmp, tree, {INFO_FILE: record}), where)
 
@@ -156,6 +156,9 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
             transform=transform,
             batch_size=batch_size,
         )
+        # The data was there before the sampler: tell it about every element, in order (slice
+        # samplers need the write order, prioritized ones a priority per element).
+        self._sampler.add(self._storage, torch.arange(len(self._storage)))
 
     @property
     def root(self) -> Path:
