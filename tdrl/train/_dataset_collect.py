@@ -337,7 +337,10 @@ def run_dataset_command(args: argparse.Namespace) -> int:
             append=args.append,
             overwrite=args.overwrite,
         )
-    except (FileExistsError, ValueError) as err:
+    except FileExistsError as err:
+        print(f"{_WHERE}: error: {err} (here: --overwrite or --append)", file=sys.stderr)
+        return 2
+    except ValueError as err:
         print(f"{_WHERE}: error: {err}", file=sys.stderr)
         return 2
     print(f"dataset {args.out}: {path}")

@@ -150,6 +150,11 @@ def test_wrapped_buffer_of_two_envs_is_split_per_env(dqn_run):
     collect_dataset(dqn_run, out="cp/replay-v0", from_buffer=True)
     ds = minari.load_dataset("cp/replay-v0")
     assert (ds.total_episodes, ds.total_steps) == (len(eps), 60)
+    collect_dataset(dqn_run, out="cp/last-v0", from_buffer=True, episodes=2)
+    last = list(minari.load_dataset("cp/last-v0").iterate_episodes())
+    assert len(last) == 2
+    for got, want in zip(last, eps[-2:], strict=True):
+        np.testing.assert_array_equal(got.actions, want["action"].argmax(-1).numpy())
 
 
 def test_cli_prints_the_dataset_and_the_train_command(sac_run, tmp_path, capsys):
@@ -173,6 +178,9 @@ def test_cli_prints_the_dataset_and_the_train_command(sac_run, tmp_path, capsys)
     assert minari.MinariDataset(root / "cli-v0" / "data").total_steps == 200
     assert main(argv) == 2
     assert "already exists" in capsys.readouterr().err
+    assert main([*argv, "--overwrite", "--seed", "3"]) == 0
+    assert main([*argv, "--append"]) == 0
+    assert minari.MinariDataset(root / "cli-v0" / "data").total_steps == 400
 
 
 def test_errors_name_the_path(sac_run, tmp_path):
@@ -183,6 +191,10 @@ def test_errors_name_the_path(sac_run, tmp_path):
     shutil.copy(sac_run / "config.json", bare / "config.json")
     with pytest.raises(FileNotFoundError, match=r"no checkpoint under .*bare"):
         collect_dataset(bare, episodes=1, out="e-v0")
+    with pytest.raises(ValueError, match="--from-buffer takes the stored transitions"):
+        collect_dataset(sac_run, out="e-v0", from_buffer=True, policy="random")
+    with pytest.raises(ValueError, match="episodes must be an int >= 1"):
+        collect_dataset(sac_run, episodes=0, out="e-v0")
     with pytest.raises(ValueError, match="unknown policy"):
         collect_dataset(sac_run, episodes=1, out="e-v0", policy="greedy")
     copy = tmp_path / "copy"
