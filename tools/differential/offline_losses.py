@@ -212,12 +212,17 @@ def _bc_legacy(lib: Any) -> tuple[Any, TensorDict]:
 
 
 # ------------------------------------------------------------------------------ TD3+BC cases
-def _td3bc(loss_kwargs: dict[str, Any], estimator: dict[str, Any] | None = None, **extra: Any):
+def _td3bc(
+    loss_kwargs: dict[str, Any],
+    estimator: dict[str, Any] | None = None,
+    kind: str = "TD0",
+    **extra: Any,
+) -> Case:
     def build(lib: Any) -> tuple[Any, TensorDict]:
         kwargs = {"action_spec": spec(lib), **loss_kwargs}
         loss = lib.objectives.TD3BCLoss(det_actor(lib), critics(lib), **kwargs)
         if estimator is not None:
-            loss.make_value_estimator(lib.objectives.ValueEstimators.TD0, **estimator)
+            loss.make_value_estimator(getattr(lib.objectives.ValueEstimators, kind), **estimator)
         move_targets(loss)
         return loss, batch(**extra)
 
@@ -234,6 +239,8 @@ case("td3bc/bounds_noise")(
 )
 case("td3bc/priority_weight")(_td3bc({}, priority_weight=torch.linspace(0.2, 1.0, B)))
 case("td3bc/gamma0.9")(_td3bc({"alpha": 5.0}, estimator={"gamma": 0.9}))
+case("td3bc/td_lambda")(_td3bc({}, estimator={"gamma": 0.9, "lmbda": 0.8}, kind="TDLambda"))
+case("td3bc/td1")(_td3bc({}, estimator={"gamma": 0.8}, kind="TD1"))
 
 
 @case("td3bc/mlp_critic_copies")
