@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
@@ -12,9 +13,13 @@ from torch import Tensor
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives._td3 import TD3Loss
 from tdrl.objectives._utils import batch_mean, get_entry
+from tdrl.objectives.value import ValueEstimators
 from tdrl.specs import TensorSpec
 
 __all__ = ["TD3BCLoss"]
+
+# TorchRL's: the critics' targets need no value network, and no advantage (GAE) is defined.
+_SUPPORTED = (ValueEstimators.TD0, ValueEstimators.TD1, ValueEstimators.TDLambda)
 
 
 class TD3BCLoss(TD3Loss):
@@ -128,6 +133,26 @@ class TD3BCLoss(TD3Loss):
                 f"high={high.tolist()}; expected low <= high). Check the bounds."
             )
         self.alpha = float(alpha)
+
+    def make_value_estimator(
+        self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
+    ) -> TD3BCLoss:
+        """Builds the critics' target estimator: TD0 (default), TD1 or TDLambda, as TorchRL.
+
+        Raises:
+            NotImplementedError: another estimator (e.g. GAE), as TorchRL's.
+        """
+        kind = value_type
+        if isinstance(kind, str) and kind in ValueEstimators.__members__:
+            kind = ValueEstimators[kind]
+        if kind is not None and kind not in _SUPPORTED:
+            raise NotImplementedError(
+                f"TD3BCLoss.make_value_estimator: unsupported estimator (got {value_type!r}; "
+                f"expected one of {[v.name for v in _SUPPORTED]}). Pass e.g. "
+                "ValueEstimators.TD0."
+            )
+        super().make_value_estimator(kind, **hyperparams)
+        return self
 
     def qvalue_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
         """The critics' loss, as TorchRL's ``TD3BCLoss.qvalue_loss`` (TD3's, see

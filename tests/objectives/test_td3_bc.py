@@ -12,7 +12,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from tdrl.modules import ExplorationType, set_exploration_type
-from tdrl.objectives import SoftUpdate, TD3BCLoss
+from tdrl.objectives import SoftUpdate, TD3BCLoss, ValueEstimators
 from tdrl.specs import Bounded
 from tdrl.testing import LossContract, agents_keys
 from tdrl.testing import make_deterministic_actor as make_actor
@@ -158,3 +158,11 @@ def test_offline_learning_prefers_the_rewarded_actions():
     data_error = (data["action"] - expert).square().sum(-1).mean()
     # Measured: 0.04 against 0.91 for the data; 0.35 with alpha=0 (cloning alone).
     assert policy_error < 0.25 * data_error, (policy_error, data_error)
+
+
+@pytest.mark.parametrize("kind", ["GAE", ValueEstimators.GAE, ValueEstimators.MAGAE])
+def test_estimators_other_than_td_are_refused_as_torchrl(kind):
+    loss = TD3BCLoss(make_actor(), make_critic(), bounds=(-1.0, 1.0))
+    with pytest.raises(NotImplementedError, match="unsupported estimator"):
+        loss.make_value_estimator(kind)
+    assert loss.make_value_estimator("TDLambda", gamma=0.9) is loss
