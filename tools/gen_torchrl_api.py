@@ -13,8 +13,9 @@ dependency, and tdrl never imports this script; the API test loads it only for
 
 Scope rule (review changes to ``SCOPE`` against it):
 
-1. Only public names (``__all__``) of ``torchrl.envs``, ``torchrl.data``, ``torchrl.modules``,
-   ``torchrl.objectives``, ``torchrl.objectives.value``, ``torchrl.objectives.value.functional`` and
+1. Only public names (``__all__``) of ``torchrl.envs``, ``torchrl.data``,
+   ``torchrl.data.datasets``, ``torchrl.modules``, ``torchrl.objectives``,
+   ``torchrl.objectives.value``, ``torchrl.objectives.value.functional`` and
    ``torchrl.collectors``. Names TorchRL keeps only in submodules (``torchrl.data.replay_buffers.
    Sampler``, ``torchrl.collectors.utils.split_trajectories``, ``torchrl.weight_update``) are not
    checked here.
@@ -28,11 +29,13 @@ Scope rule (review changes to ``SCOPE`` against it):
 3. Out of scope: deprecated aliases (``TD0Estimate``, ``EGreedyWrapper``, ... ; ``CompositeSpec`` and
    ``SyncDataCollector`` no longer exist in 0.14.1), LLM/tokenizer/VLA pieces, simulator wrappers
    other than gymnasium, PettingZoo and VMAS (Brax, DMControl, Isaac, ...), Atari- or pretrained-vision-
-   specific transforms (EndOfLife, R3M, VIP, VC1), model-based/planning/Dreamer/decision-transformer
-   parts, Ray/remote services, weight *updaters* (replaced by weight sync schemes), estimators and
-   losses tdrl does not claim (VTrace, MultiAgentGAE, TD3BC, CrossQ, ...). Issue 17 brought the
-   PettingZoo and VMAS wrappers, TorchRL's agent grouping (``MarlGroupMapType``,
-   ``check_marl_grouping``), the mixers and ``QMixerLoss`` into scope.
+   specific transforms (EndOfLife, R3M, VIP, VC1), model-based/planning/Dreamer parts, Ray/remote
+   services, weight *updaters* (replaced by weight sync schemes), estimators and losses tdrl does
+   not claim (VTrace, MultiAgentGAE, CrossQ, ...). Issue 17 brought the PettingZoo and VMAS
+   wrappers, TorchRL's agent grouping (``MarlGroupMapType``, ``check_marl_grouping``), the mixers
+   and ``QMixerLoss`` into scope; issue 24 the offline datasets (Minari, D4RL), ``BCLoss``,
+   ``TD3BCLoss``, the decision-transformer model, actors and losses, ``Reward2GoTransform`` and
+   ``TargetReturn``.
 4. Members: the ``__init__`` of each class plus the listed public methods/properties; for enums the
    listed members. A TorchRL name whose module maps to tdrl.data but that is a spec maps to
    tdrl.specs (see ``SPEC_NAMES``).
@@ -57,6 +60,7 @@ TORCHRL_VERSION = "0.14.1"
 TDRL_MODULE = {
     "torchrl.envs": "tdrl.envs",
     "torchrl.data": "tdrl.data",
+    "torchrl.data.datasets": "tdrl.data.datasets",
     "torchrl.modules": "tdrl.modules",
     "torchrl.objectives": "tdrl.objectives",
     "torchrl.objectives.value": "tdrl.objectives.value",
@@ -148,7 +152,7 @@ ENVS.update(
             " InitTracker NoopResetEnv RenameTransform Resize RewardClipping RewardScaling"
             " RewardSum SelectTransform StepCounter TensorDictPrimer ToTensorImage"
             " UnsqueezeTransform SqueezeTransform PermuteTransform CenterCrop Crop BinarizeReward"
-            " SignTransform TrajCounter"
+            " SignTransform TrajCounter Reward2GoTransform TargetReturn"
         ).split(),
         (),
     )
@@ -202,7 +206,7 @@ MODULES.update(
             " MultiAgentMLP MultiAgentConvNet NormalParamExtractor TanhModule RandomPolicy Delta"
             " IndependentNormal MaskedCategorical MaskedOneHotCategorical OneHotCategorical"
             " TanhDelta TanhNormal TruncatedNormal set_recurrent_mode recurrent_mode QMixer"
-            " VDNMixer"
+            " VDNMixer DecisionTransformer DTActor OnlineDTActor DecisionTransformerInferenceWrapper"
         ).split(),
         (),
     )
@@ -227,6 +231,10 @@ OBJECTIVES: dict[str, tuple[str, ...]] = {
     "DiscreteCQLLoss": (*LOSS, "value_loss", "cql_loss"),
     "REDQLoss": LOSS,
     "QMixerLoss": LOSS,
+    "BCLoss": ("forward", "set_keys"),
+    "TD3BCLoss": (*LOSS, "actor_loss", "qvalue_loss"),
+    "DTLoss": ("forward", "set_keys"),
+    "OnlineDTLoss": ("forward", "set_keys"),
     "TargetNetUpdater": ("step", "init_"),
     "SoftUpdate": ("step", "init_"),
     "HardUpdate": ("step", "init_"),
@@ -262,9 +270,16 @@ COLLECTORS: dict[str, tuple[str, ...]] = {
     "RandomPolicy": (),
 }
 
+DATASET_MEMBERS = ("sample", "__len__", "__getitem__")
+DATASETS: dict[str, tuple[str, ...]] = {
+    "MinariExperienceReplay": DATASET_MEMBERS,
+    "D4RLExperienceReplay": DATASET_MEMBERS,
+}
+
 SCOPE: dict[str, dict[str, tuple[str, ...]]] = {
     "torchrl.envs": ENVS,
     "torchrl.data": DATA,
+    "torchrl.data.datasets": DATASETS,
     "torchrl.modules": MODULES,
     "torchrl.objectives": OBJECTIVES,
     "torchrl.objectives.value": VALUE,
@@ -355,21 +370,34 @@ REFUSED: dict[str, tuple[tuple[str, str], ...]] = {
         )
     },
 }
-SEED_ALLOW: list[dict[str, str | None]] = [
-    {
-        "name": f"torchrl.data.{alias}",
-        "param": None,
-        "reason": f"alias of {base} with a fixed dtype domain; tdrl has one class per spec "
-        f"(DESIGN: no alias classes): use {base}(..., dtype=...).",
-    }
-    for alias, base in (
-        ("UnboundedContinuous", "Unbounded"),
-        ("UnboundedDiscrete", "Unbounded"),
-        ("BoundedContinuous", "Bounded"),
-    )
-] + [
-    {"name": name, "param": p, "reason": why} for name, pairs in REFUSED.items() for p, why in pairs
-]
+SEED_ALLOW: list[dict[str, str | None]] = (
+    [
+        {
+            "name": f"torchrl.data.{alias}",
+            "param": None,
+            "reason": f"alias of {base} with a fixed dtype domain; tdrl has one class per spec "
+            f"(DESIGN: no alias classes): use {base}(..., dtype=...).",
+        }
+        for alias, base in (
+            ("UnboundedContinuous", "Unbounded"),
+            ("UnboundedDiscrete", "Unbounded"),
+            ("BoundedContinuous", "Bounded"),
+        )
+    ]
+    + [
+        {"name": name, "param": p, "reason": why}
+        for name, pairs in REFUSED.items()
+        for p, why in pairs
+    ]
+    + [
+        {
+            "name": f"torchrl.data.datasets.{cls}.sample",
+            "param": "include_info",
+            "reason": "deprecated alias of return_info in TorchRL.",
+        }
+        for cls in DATASETS
+    ]
+)
 
 # Abstract bases whose constructor users never call (TensorSpec is a dataclass base whose fields
 # are set by each concrete spec): only their members are recorded.
