@@ -12,6 +12,7 @@ from ._common import BaseDatasetExperienceReplay
 from ._d4rl import D4RLExperienceReplay
 from ._minari import MinariExperienceReplay
 from ._minari_write import minari_dataset_path, write_minari_dataset
+from ._registry import load_dataset, register_dataset
 from ._writer import ImmutableDatasetWriter
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "ImmutableDatasetWriter",
     "MinariExperienceReplay",
     "check_dataset_matches_env",
+    "load_dataset",
     "minari_dataset_path",
+    "register_dataset",
     "write_minari_dataset",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensordict import TensorDictBase
+
 from tdrl.errors import SpecError
 
 __all__ = ["check_dataset_matches_env"]
@@ -36,7 +38,7 @@ def check_dataset_matches_env(buffer: Any, env: Any) -> None:
         ...     print(str(err)[:60])
         check_dataset_matches_env: the dataset has no key 'action' (
     """
-    data = buffer if hasattr(buffer, "batch_size") else buffer[:1]
+    data = buffer if isinstance(buffer, TensorDictBase) else buffer[:1]
     if data.ndim:
         data = data.reshape(-1)[:1]
     batch = tuple(env.batch_size)
