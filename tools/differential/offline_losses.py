@@ -34,10 +34,11 @@ if __name__ == "__main__":  # run as a script: make ``differential`` importable
     sys.path.insert(0, str(HERE.parent))
 
 from differential.scenarios._common import fill_, mlp, rand  # noqa: E402
+from differential.scenarios.losses import ACT, OBS, QNet, data  # noqa: E402
 
 RESULTS = HERE / "torchrl_offline_losses.json"
 TORCHRL_VERSION = "0.14.1"
-B, OBS, ACT, N = 6, 3, 2, 4
+B, N = 6, 4
 Case = Callable[[Any], tuple[Any, TensorDict]]
 CASES: dict[str, Case] = {}
 
@@ -51,33 +52,9 @@ def case(name: str) -> Callable[[Case], Case]:
 
 
 # ------------------------------------------------------------------------------ pieces
-class QNet(nn.Module):
-    """``Q(obs, action)`` from a plain MLP on their concatenation."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__()
-        self.net = mlp([OBS + ACT, 8, 1], seed=seed)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, action], -1))
-
-
 def batch(**extra: Any) -> TensorDict:
-    done = torch.tensor([False, False, True, False, False, True]).unsqueeze(-1)
-    td = TensorDict(
-        {
-            "observation": rand(B, OBS, seed=10),
-            "action": rand(B, ACT, seed=12).tanh() * 0.9,
-            "next": {
-                "observation": rand(B, OBS, seed=11),
-                "reward": rand(B, 1, seed=13),
-                "done": done,
-                "terminated": done.clone(),
-                "truncated": torch.zeros_like(done),
-            },
-        },
-        [B],
-    )
+    """The loss scenarios' transitions, with ``extra`` entries."""
+    td = data()
     for key, value in extra.items():
         td.set(key, value)
     return td
