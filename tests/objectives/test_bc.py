@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -180,3 +181,11 @@ def test_cloning_an_expert_reaches_its_actions(stochastic):
     with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
         pred = loss.actor_network(held_out.exclude("action"))["action"]
     assert (pred - held_out["action"]).abs().mean() < 0.1
+
+
+def test_torchrl_key_names_and_defaults():
+    # TorchRL 0.14.1's BCLoss._AcceptedKeys, no more, no less.
+    loss = BCLoss(make_deterministic_actor())
+    fields = {f.name: getattr(loss.tensor_keys, f.name) for f in dataclasses.fields(loss.Keys)}
+    assert fields == {"action": "action", "pad_mask": None}
+    assert loss.reduction == "mean" and loss.loss_function is None

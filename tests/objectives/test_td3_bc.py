@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -166,3 +167,20 @@ def test_estimators_other_than_td_are_refused_as_torchrl(kind):
     with pytest.raises(NotImplementedError, match="unsupported estimator"):
         loss.make_value_estimator(kind)
     assert loss.make_value_estimator("TDLambda", gamma=0.9) is loss
+
+
+def test_torchrl_key_names_and_defaults():
+    # TorchRL 0.14.1's TD3BCLoss._AcceptedKeys, no more, no less.
+    loss = TD3BCLoss(make_actor(), make_critic(), bounds=(-1.0, 1.0))
+    fields = {f.name: getattr(loss.tensor_keys, f.name) for f in dataclasses.fields(loss.Keys)}
+    assert fields == {
+        "action": "action",
+        "state_action_value": "state_action_value",
+        "priority": "td_error",
+        "reward": "reward",
+        "done": "done",
+        "terminated": "terminated",
+        "priority_weight": "priority_weight",
+    }
+    assert (loss.alpha, loss.policy_noise, loss.noise_clip) == (2.5, 0.2, 0.5)
+    assert loss.loss_function == "smooth_l1" and loss.qvalue_network.num_copies == 2
