@@ -141,8 +141,10 @@ class OfflineTrainer(Trainer):
         total = int(self.config["updates"])
         every = int(self.config.get("logging", {}).get("log_every_updates", 1000) or 1000)
         while not self.done and self.frames < total:
-            # chunks end on multiples of `every`: a resumed run keeps the same rows
-            n = min(every - self.frames % every, total - self.frames)
+            # chunks end on multiples of `every` and at the evaluations and checkpoints due:
+            # a resumed run keeps the same rows
+            due = [d - self.frames for d in (self._next_eval, self._next_ckpt) if d > self.frames]
+            n = min(every - self.frames % every, total - self.frames, *due)
             self._after_updates(self._updates(n, None), n, 0, None)
         if self.online_frames and not self.done:
             self._fine_tune()

@@ -257,3 +257,15 @@ def test_make_trainer_builds_the_offline_trainer(tmp_path, pendulum, monkeypatch
     monkeypatch.setattr(offline, "open_dataset", lambda spec, batch_size, root=None: pendulum)
     config = _config("iql", "dataset='minari:x-v0'")
     assert isinstance(make_trainer(config, tmp_path, quiet=True), OfflineTrainer)
+
+
+def test_evaluations_and_checkpoints_come_when_due_between_rows(tmp_path, pendulum):
+    config = _config(
+        "iql", "updates=30", "eval.every_updates=15", "logging.checkpoint_every_updates=25"
+    )
+    OfflineTrainer(config, tmp_path, dataset=pendulum, quiet=True).run()
+    rows = _rows(tmp_path)
+    assert [int(r["updates"]) for r in rows] == [10, 15, 20, 25, 30]
+    assert [int(r["updates"]) for r in rows if r["eval_return"]] == [15, 30]
+    ckpts = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "checkpoints").iterdir())
+    assert ckpts == [25, 30]
