@@ -156,9 +156,6 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
             transform=transform,
             batch_size=batch_size,
         )
-        # The data was there before the sampler: tell it about every element, in order (slice
-        # samplers need the write order, prioritized ones a priority per element).
-        self._sampler.add(self._storage, torch.arange(len(self._storage)))
 
     @property
     def root(self) -> Path:

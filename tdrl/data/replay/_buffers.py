@@ -172,6 +172,7 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
             self._storage.checkpointer = checkpointer
         self._sampler.check_storage(self._storage)
         self._writer.check_storage(self._storage)
+        self._announce_prefilled()
         self._transforms = TransformChain()
         if transform_factory is not None:
             transform = transform_factory()
@@ -196,6 +197,15 @@ class ReplayBuffer(BufferIndexing, BufferCheckpoints):
         self._last_ran_out = False
         if shared:
             self.share(True)
+
+    def _announce_prefilled(self) -> None:
+        """Tells the sampler about data the storage held before this buffer existed (a
+        ``TensorStorage(data)``), in storage order, as if it had been written then: slice
+        samplers learn the write order, prioritized ones give each element the default priority
+        (TorchRL's samplers read such data too)."""
+        filled = len(self._storage)
+        if filled:  # flat positions: slice samplers split them per env stream themselves
+            self._sampler.add(self._storage, torch.arange(filled))
 
     # -- sharing between processes --------------------------------------------------------------
 
