@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
 from tdrl.modules import ExplorationType, RecurrentModuleBase, set_recurrent_mode
+from tdrl.objectives._mask import AUTO_LOSS_MASK_KEYS, resolve_mask_key
 from tdrl.objectives.value import (
     GAE,
     MultiAgentGAE,
@@ -112,6 +113,10 @@ class LossModule(nn.Module):
         "done",
         "terminated",
     )
+    # The loss_mask_key setting, the mask entries it names and their top-level names.
+    _loss_mask_key: Any = "auto"
+    _mask_keys: tuple[NestedKey, ...] = AUTO_LOSS_MASK_KEYS
+    _mask_heads: tuple[str, ...] = ("collector", "shifted_valid")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -157,6 +162,35 @@ class LossModule(nn.Module):
             self._gamma = float(gamma)
         if priority_key is not None:
             self.set_keys(priority=priority_key)
+
+    # ---------------------------------------------------------------- validity masks
+    @property
+    def loss_mask_key(self) -> Any:
+        """The batch entry that marks the positions counted in the loss terms.
+
+        ``"auto"`` (default, as TorchRL): the validity masks written by tdrl and TorchRL,
+        ``("collector", "mask")`` (split trajectories: False = padding) and
+        ``"shifted_valid"`` (False = a bootstrapped target that crosses an episode boundary),
+        ANDed when both are present. A nested key: that entry only (``("auto",)`` names an
+        entry called ``"auto"``). ``None``: no masking. Masked positions are left out of every
+        ``loss_*`` term (a NaN there reaches neither the value nor the gradient); the
+        diagnostics are not masked, as in TorchRL. A mask is boolean, True = valid, shaped
+        like the batch (a trailing unit dim is allowed).
+
+        Examples:
+            >>> from tdrl.objectives import DQNLoss
+            >>> from tdrl.testing import make_action_value_net
+            >>> loss = DQNLoss(make_action_value_net(), action_space="one_hot")
+            >>> loss.loss_mask_key
+            'auto'
+            >>> loss.loss_mask_key = ("my_masks", "valid")
+        """
+        return self._loss_mask_key
+
+    @loss_mask_key.setter
+    def loss_mask_key(self, value: Any) -> None:
+        where = f"{type(self).__name__}.loss_mask_key"
+        self._loss_mask_key, self._mask_keys, self._mask_heads = resolve_mask_key(value, where)
 
     # ---------------------------------------------------------------- keys
     @property

@@ -14,9 +14,11 @@ from torch import Tensor, nn
 from tdrl.objectives._actor_plan import policy_dist_acted
 from tdrl.objectives._dqn import DQNLoss
 from tdrl.objectives._ensemble import ensemble_distance
+from tdrl.objectives._mask import reduce_loss, valid_mask
 from tdrl.objectives._sac import QNetworks, SACLoss
 from tdrl.objectives._utils import (
     action_bounds,
+    batch_mean,
     gather_action_value,
     get_entry,
     sample_unwritten,
@@ -209,11 +211,13 @@ class CQLLoss(SACLoss):
 
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td)
+        loss_qvalue, td_error = ensemble_distance(
+            pred, target, self.loss_function, td, owner=self
+        )
 
         scores = (proposed - unsqueeze_like(log_density, proposed[0])) / self.temperature
         soft_max = self.temperature * torch.logsumexp(scores, dim=1)
-        gap = self.min_q_weight * (soft_max - pred).flatten(1).mean(1)  # one per critic
+        gap = self.min_q_weight * _per_critic_mean(self, soft_max - pred, td)  # one per critic
         terms = {
             "loss_qvalue": loss_qvalue,
             "pred_value": pred.detach().mean(),
@@ -266,8 +270,8 @@ class CQLLoss(SACLoss):
         Args:
             tensordict: ``actor_loss``'s metadata (or a TensorDict) holding the policy
                 log-probs at ``tensor_keys.log_prob``.
-            mask_tensordict: TorchRL's masked reduction: only a batch without mask entries
-                (``("collector", "mask")``, ``"shifted_valid"``) is supported.
+            mask_tensordict: the batch whose validity masks (``loss_mask_key``) restrict the
+                mean (by default ``tensordict`` when it is a TensorDict, as TorchRL).
 
         Returns:
             ``(mean(-log_alpha * (log_prob + target_entropy)), {})``; zero with
@@ -275,17 +279,11 @@ class CQLLoss(SACLoss):
 
         Raises:
             KeyError: the log-probs are missing.
-            NotImplementedError: ``mask_tensordict`` holds a mask entry.
             RuntimeError: the target entropy is unknown (``"auto"`` without ``action_spec``).
         """
         where = "CQLLoss.alpha_loss"
-        if mask_tensordict is not None:
-            masks = [k for k in _MASK_KEYS if k in mask_tensordict.keys(True)]
-            if masks:
-                raise NotImplementedError(
-                    f"{where}: masked reductions are not supported (got mask entries "
-                    f"{masks}; expected none). Select the valid samples before the loss."
-                )
+        if mask_tensordict is None and isinstance(tensordict, TensorDictBase):
+            mask_tensordict = tensordict
         key = self.tensor_keys.log_prob
         log_prob = tensordict.get(key, None)
         if log_prob is None:
@@ -293,7 +291,10 @@ class CQLLoss(SACLoss):
                 f"{where}: the log-prob {key!r} is missing (got keys {list(tensordict.keys())}; "
                 "expected actor_loss's metadata). Pass the metadata of actor_loss."
             )
-        return SACLoss.alpha_loss(self, log_prob).mean(), {}
+        per_element = SACLoss.alpha_loss(self, log_prob)
+        if mask_tensordict is None:
+            return per_element.mean(), {}
+        return reduce_loss(self, per_element, mask_tensordict, where="alpha_loss"), {}
 
     def q_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
         """The critics' Bellman loss, as TorchRL's ``CQLLoss.q_loss``.
@@ -339,7 +340,7 @@ class CQLLoss(SACLoss):
         else:
             log_prob = dist.log_prob(dist.rsample())
         bc_log_prob = dist.log_prob(data_action)
-        loss = (self._alpha() * log_prob - bc_log_prob).mean()
+        loss = reduce_loss(self, self._alpha() * log_prob - bc_log_prob, tensordict)
         return loss, {"bc_log_prob": bc_log_prob.detach().mean()}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -361,7 +362,15 @@ class CQLLoss(SACLoss):
         return terms["loss_cql"], {"cql_gap": terms["cql_gap"]}
 
 
-_MASK_KEYS: tuple[NestedKey, ...] = (("collector", "mask"), "shifted_valid")
+def _per_critic_mean(loss: CQLLoss, values: Tensor, td: TensorDictBase) -> Tensor:
+    """The mean of ``values`` (``[critics, *batch, ...]``) over each critic's valid positions
+    (the batch's validity masks, ``loss_mask_key``)."""
+    mask = valid_mask(loss, td, values[0])
+    if mask is None:
+        return values.flatten(1).mean(1)
+    mask = mask.expand_as(values)
+    kept = torch.where(mask, values, torch.zeros_like(values))
+    return kept.flatten(1).sum(1) / mask.flatten(1).sum(1).clamp_min(1)
 
 
 class DiscreteCQLLoss(DQNLoss):
@@ -474,7 +483,7 @@ class DiscreteCQLLoss(DQNLoss):
         if mask is not None:
             action_values = action_values.masked_fill(~mask.bool(), float("-inf"))
         gap = torch.logsumexp(action_values, -1, keepdim=True) - pred
-        return self.min_q_weight * gap.mean(), gap.detach().mean()
+        return self.min_q_weight * batch_mean(gap, td, None, self), gap.detach().mean()
 
     def value_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:
         """The Bellman loss, as TorchRL's ``DiscreteCQLLoss.value_loss``.

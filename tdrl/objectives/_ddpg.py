@@ -170,7 +170,9 @@ class DDPGLoss(LossModule):
         next_value = self._next_value(get_entry(tensordict, "next", where))
         target = value_target(self, tensordict, pred.detach(), next_value, where)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        loss_value = batch_mean(distance(pred, target, self.loss_function), tensordict, weight_key)
+        loss_value = batch_mean(
+            distance(pred, target, self.loss_function), tensordict, weight_key, self
+        )
         metadata = {
             "td_error": per_sample(pred - target, tensordict.batch_dims),
             "pred_value": pred.detach().squeeze(-1),  # per sample, as TorchRL
@@ -191,7 +193,7 @@ class DDPGLoss(LossModule):
         td, replace = self._acted(tensordict, None)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         value = self._q(td, None, detach=True, replace=replace)  # no gradient to the critic
-        return -batch_mean(value, tensordict, weight_key), {}
+        return -batch_mean(value, tensordict, weight_key, self), {}
 
     def _priority_output(self, td_error: Tensor) -> Tensor | None:
         return td_error  # TorchRL's DDPG output keeps it

@@ -169,7 +169,7 @@ class DQNLoss(LossModule):
     def _output(self, td: TensorDictBase, pred: Tensor, target: Tensor) -> TensorDictBase:
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         error = distance(pred, target, self.loss_function)
-        loss = batch_mean(error, td, weight_key)
+        loss = batch_mean(error, td, weight_key, self)
         out = TensorDict({self._loss_key: loss})
         # TorchRL's priority: the squared error with the value's trailing dim ([*B, 1], or
         # [*B, n_agents, 1]); a prioritized buffer reduces the extra dims itself. With "l2"

@@ -204,6 +204,7 @@ def ensemble_distance(
     weight_key: NestedKey | None = None,
     members: str = "sum",
     squared: bool = True,
+    owner: Any = None,
 ) -> tuple[Tensor, Tensor]:
     """Regression of every member on one target.
 
@@ -217,6 +218,7 @@ def ensemble_distance(
             the members' losses.
         squared: the TD error is the squared error (TorchRL's TD3, IQL, CQL, REDQ) rather than
             the absolute one (TorchRL's SAC).
+        owner: the loss module whose validity masks (``loss_mask_key``) restrict the mean.
 
     Returns:
         ``(loss, td_error)``: the sum (or mean) over members of their mean distance, and the
@@ -224,6 +226,6 @@ def ensemble_distance(
     """
     per_member = distance(pred, target, loss_function)
     combined = per_member.sum(0) if members == "sum" else per_member.mean(0)
-    loss = batch_mean(combined, td, weight_key)
+    loss = batch_mean(combined, td, weight_key, owner)
     td_error = per_sample((pred.detach() - target).abs().amax(0), td.batch_dims, squared)
     return loss, td_error

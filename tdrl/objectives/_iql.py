@@ -15,6 +15,7 @@ from tdrl.objectives._base import LossModule
 from tdrl.objectives._ensemble import QEnsemble, ensemble_distance, ensemble_target
 from tdrl.objectives._sac import QNetworks
 from tdrl.objectives._utils import (
+    batch_mean,
     call_with_params,
     check_loss_function,
     gather_action_value,
@@ -162,7 +163,7 @@ class IQLLoss(LossModule):
         value = self._value(td)
         gap = q_target - value
         weight = torch.abs(self.expectile - (gap.detach() < 0).to(gap.dtype))
-        return (weight * gap.square()).mean(), value
+        return batch_mean(weight * gap.square(), td, None, self), value
 
     def _qvalue_terms(
         self, td: TensorDictBase, value: Tensor
@@ -173,7 +174,9 @@ class IQLLoss(LossModule):
         with torch.no_grad():
             next_value = self._value(get_entry(td, "next", where))
         target = value_target(self, td, value.detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td)
+        loss_qvalue, td_error = ensemble_distance(
+            pred, target, self.loss_function, td, owner=self
+        )
         return loss_qvalue, td_error, pred, target
 
     def _actor_terms(
@@ -186,7 +189,7 @@ class IQLLoss(LossModule):
         advantage = (q_target - value.detach()).squeeze(-1)
         log_prob = unsqueeze_like(log_prob, advantage)
         weights = torch.exp(self.temperature * advantage).clamp(max=100.0)
-        return -(weights * log_prob).mean(), log_prob
+        return -batch_mean(weights * log_prob, td, None, self), log_prob
 
     # ---------------------------------------------------------------- TorchRL's per-part losses
     def actor_loss(self, tensordict: TensorDictBase) -> tuple[Tensor, dict[str, Tensor]]:

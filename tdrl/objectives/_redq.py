@@ -12,6 +12,7 @@ from torch import Tensor
 
 from tdrl.objectives._actor_plan import policy_dist_stacked
 from tdrl.objectives._ensemble import ensemble_distance, ensemble_target
+from tdrl.objectives._mask import masked_reduce, valid_mask
 from tdrl.objectives._sac import QNetworks, SACLoss
 from tdrl.objectives._utils import draw, get_entry, value_target
 from tdrl.specs import TensorSpec
@@ -172,7 +173,7 @@ class REDQLoss(SACLoss):
         value_key = keys.state_action_value
         acted = tensordict.copy().set(keys.action, action[0])
         q_actor = self.qvalue_network(acted, out_key=value_key, detach=True)
-        loss_actor = (alpha * log_prob[0].unsqueeze(-1) - q_actor).mean()
+        loss_actor = _member_mean(self, alpha * log_prob[0].unsqueeze(-1) - q_actor, tensordict)
         next_td = get_entry(tensordict, "next", where).copy().set(keys.action, action[1].detach())
         targets = ensemble_target(self)[subset.to(self.log_alpha.device)]
         with torch.no_grad():
@@ -181,11 +182,11 @@ class REDQLoss(SACLoss):
         pred = self.qvalue_network(tensordict, out_key=value_key)
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict, None, "mean", True
+            pred, target, self.loss_function, tensordict, None, "mean", True, owner=self
         )
         gap = log_prob.detach() + self._entropy_target(action)
         # TorchRL's REDQ temperature loss: -alpha * (log pi + target_entropy) over both draws.
-        loss_alpha = (-self.log_alpha.exp() * gap).mean()
+        loss_alpha = _member_mean(self, -self.log_alpha.exp() * gap, tensordict)
         out = TensorDict(
             {
                 "loss_actor": loss_actor,
@@ -201,3 +202,12 @@ class REDQLoss(SACLoss):
         )
         out.set(keys.priority, td_error)
         return out
+
+
+def _member_mean(loss: REDQLoss, values: Tensor, td: TensorDictBase) -> Tensor:
+    """The mean of ``values`` (``[members, *batch, ...]``) over the valid positions of the
+    batch's masks (TorchRL's REDQ reduces these terms over the members too)."""
+    mask = valid_mask(loss, td, values[0])
+    if mask is None:
+        return values.mean()
+    return masked_reduce(values, mask.expand_as(values))

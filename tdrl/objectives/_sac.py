@@ -284,6 +284,7 @@ class SACLoss(_EntropyRegularized):
             self._weight_key(),
             self._members,
             self._squared_error,
+            owner=self,
         )
         terms = {
             "loss_qvalue": loss,
@@ -301,7 +302,7 @@ class SACLoss(_EntropyRegularized):
             acted, out_key=keys.state_action_value, detach=True, replace=replace
         )
         q = self._reduce_actor_q(q)
-        loss = batch_mean(alpha * unsqueeze_like(log_prob, q) - q, td, self._weight_key())
+        loss = batch_mean(alpha * unsqueeze_like(log_prob, q) - q, td, self._weight_key(), self)
         return loss, log_prob, action
 
     # ---------------------------------------------------------------- TorchRL's per-part losses
@@ -389,7 +390,9 @@ class SACLoss(_EntropyRegularized):
             {
                 "loss_actor": loss_actor,
                 **losses,
-                "loss_alpha": batch_mean(self._alpha_loss(gap), tensordict, self._weight_key()),
+                "loss_alpha": batch_mean(
+                    self._alpha_loss(gap), tensordict, self._weight_key(), self
+                ),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
             }

@@ -183,7 +183,7 @@ class DiscreteSACLoss(_EntropyRegularized):
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, self._weight_key(), squared=False
+            pred, target, self.loss_function, td, self._weight_key(), squared=False, owner=self
         )
         return loss_qvalue, td_error, values, pred, target
 
@@ -191,7 +191,7 @@ class DiscreteSACLoss(_EntropyRegularized):
         """``(loss_actor, E_pi[log pi])`` given the critics' (detached) minimum ``q``."""
         probs, log_probs = policy_probs(self.actor_network, td)
         per_state = (probs * (alpha * log_probs - q)).sum(-1)
-        loss_actor = batch_mean(per_state, td, self._weight_key())
+        loss_actor = batch_mean(per_state, td, self._weight_key(), self)
         return loss_actor, (probs * log_probs).sum(-1)
 
     # ---------------------------------------------------------------- TorchRL's per-part losses
@@ -254,7 +254,10 @@ class DiscreteSACLoss(_EntropyRegularized):
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_qvalue,
                 "loss_alpha": batch_mean(
-                    self._alpha_loss(log_prob + self.target_entropy), tensordict, self._weight_key()
+                    self._alpha_loss(log_prob + self.target_entropy),
+                    tensordict,
+                    self._weight_key(),
+                    self,
                 ),
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),

@@ -190,7 +190,7 @@ class TD3Loss(LossModule):
         target = value_target(self, tensordict, pred[0].detach(), next_value, where)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
         loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, tensordict, weight_key
+            pred, target, self.loss_function, tensordict, weight_key, owner=self
         )
         metadata = {
             "td_error": td_error,
@@ -215,7 +215,7 @@ class TD3Loss(LossModule):
         with torch.no_grad():  # TorchRL's diagnostic: every critic scores the action
             values = self.qvalue_network(td, out_key=key, replace=replace)
         weight_key = self.tensor_keys.priority_weight if self.use_prioritized_weights else None
-        loss = -batch_mean(value, tensordict, weight_key)
+        loss = -batch_mean(value, tensordict, weight_key, self)
         return loss, {"state_action_value_actor": values.squeeze(-1)}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

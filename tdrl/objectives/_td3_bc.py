@@ -194,7 +194,7 @@ class TD3BCLoss(TD3Loss):
         bc_loss = distance_loss(action, data_action, "l2").mean()
         lmbd = self.alpha / value.detach().abs().mean()
         weight_key = keys.priority_weight if self.use_prioritized_weights else None
-        loss = batch_mean(bc_loss - lmbd * value, tensordict, weight_key)
+        loss = batch_mean(bc_loss - lmbd * value, tensordict, weight_key, self)
         metadata = {
             "state_action_value_actor": value.detach().squeeze(-1),
             "bc_loss": bc_loss.detach(),

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from tdrl.modules import MLP
 from tdrl.objectives._actor_plan import has_hooks, policy_dist_acted
+from tdrl.objectives._mask import masked_reduce, valid_mask
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives.value._estimators import _TDBase
 from tdrl.specs import Bounded, Categorical, Composite, OneHot, TensorSpec
@@ -97,13 +98,27 @@ def input_tensors(
     return [given[k] if k in given else get_entry(td, k, where) for k in map(unravel_key, keys)]
 
 
-def batch_mean(values: Tensor, td: TensorDictBase, weight_key: NestedKey | None) -> Tensor:
+def batch_mean(
+    values: Tensor, td: TensorDictBase, weight_key: NestedKey | None, owner: Any = None
+) -> Tensor:
     """The mean of ``values`` (``[*B, ...]``); weighted per sample by ``td[weight_key]`` if present.
 
     As TorchRL with ``use_prioritized_weights="auto"``: the importance weights a prioritized
-    buffer puts in its samples (``"priority_weight"``) give ``sum(w * v) / sum(w)``.
+    buffer puts in its samples (``"priority_weight"``) give ``sum(w * v) / sum(w)``. With the
+    loss module ``owner``, its validity masks (``loss_mask_key``) present in ``td`` restrict
+    the mean to the valid positions (TorchRL's ``_reduce_loss``).
     """
     weights = None if weight_key is None else td.get(weight_key, None)
+    if owner is not None:
+        heads = owner._mask_heads
+        # A plain TensorDict without the masks' top-level names holds no mask: no call.
+        entries = td._tensordict if type(td) is TensorDict else heads
+        for head in heads:
+            if head in entries:
+                mask = valid_mask(owner, td, values)
+                if mask is not None:
+                    return masked_reduce(values, mask, "mean", weights)
+                break
     if weights is None:
         return values.mean()
     dims = td.batch_dims
