@@ -15,6 +15,7 @@ from torch import Tensor
 
 from tdrl.objectives._actor_plan import policy_dist_acted
 from tdrl.objectives._base import LossModule
+from tdrl.objectives._mask import expand_mask, valid_mask
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives._utils import acted, get_entry, plain_layers
 
@@ -25,8 +26,6 @@ _REDUCTIONS = ("mean", "sum", "none")
 # TorchRL's test of a discrete (class index) expert action, and of a stochastic actor.
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _DIST_KEYS = ("loc", "scale", "logits", "probs")
-# The validity masks every TorchRL loss applies in its reduction when the batch has them.
-_LOSS_MASK_KEYS: tuple[NestedKey, ...] = (("collector", "mask"), "shifted_valid")
 
 LossFunction = Callable[[Tensor, Tensor], Tensor]
 
@@ -199,12 +198,10 @@ class BCLoss(LossModule):
                     "most as many). Masking elements needs an element-wise loss, e.g. "
                     "loss_function='l1'."
                 )
-            mask = _expand_mask(~pad, loss, pad_key, where)
-        for key in _LOSS_MASK_KEYS:
-            valid = tensordict.get(key, None)
-            if valid is not None:
-                valid = _expand_mask(valid, loss, key, where)
-                mask = valid if mask is None else mask & valid
+            mask = expand_mask(~pad, loss, pad_key, where)
+        valid = valid_mask(self, tensordict, loss)
+        if valid is not None:
+            mask = valid if mask is None else mask & valid
         if mask is None:
             if self.reduction == "mean":
                 return loss.mean()
@@ -215,17 +212,3 @@ class BCLoss(LossModule):
         if self.reduction == "mean":
             return loss.sum() / mask.sum().clamp_min(1)
         return loss.sum()
-
-
-def _expand_mask(mask: Tensor, loss: Tensor, key: NestedKey, where: str) -> Tensor:
-    """``mask`` broadcast to ``loss``: trailing unit dims dropped, missing trailing dims added."""
-    while mask.ndim > loss.ndim and mask.shape[-1] == 1:
-        mask = mask.squeeze(-1)
-    if mask.ndim > loss.ndim:
-        raise ValueError(
-            f"{where}: the mask {key!r} cannot be applied to the loss (got {tuple(mask.shape)} "
-            f"for a loss of shape {tuple(loss.shape)}; expected at most the loss's dims). "
-            "Use an element-wise loss_function."
-        )
-    mask = mask.reshape(*mask.shape, *(1,) * (loss.ndim - mask.ndim))
-    return mask.expand_as(loss)

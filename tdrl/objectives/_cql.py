@@ -211,9 +211,7 @@ class CQLLoss(SACLoss):
 
         next_value = self._next_value(get_entry(td, "next", where), alpha)
         target = value_target(self, td, pred[0].detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, owner=self
-        )
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td, owner=self)
 
         scores = (proposed - unsqueeze_like(log_density, proposed[0])) / self.temperature
         soft_max = self.temperature * torch.logsumexp(scores, dim=1)

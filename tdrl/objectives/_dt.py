@@ -13,15 +13,12 @@ from tensordict.utils import NestedKey
 from torch import Tensor, nn
 
 from tdrl.objectives._base import LossModule
+from tdrl.objectives._mask import REDUCTIONS as _REDUCTIONS
+from tdrl.objectives._mask import reduce_loss
 from tdrl.objectives._policy_gradient import distance_loss
 from tdrl.objectives._utils import check_loss_function, get_entry
 
 __all__ = ["DTLoss", "OnlineDTLoss"]
-
-_REDUCTIONS = ("mean", "sum", "none")
-# The validity masks TorchRL's reduction applies when the batch holds them (e.g. the
-# ("collector", "mask") of split trajectories, padded to the longest one).
-_MASK_KEYS: tuple[NestedKey, ...] = (("collector", "mask"), "shifted_valid")
 
 
 def _check_reduction(reduction: str | None, where: str) -> str:
@@ -32,38 +29,6 @@ def _check_reduction(reduction: str | None, where: str) -> str:
             "None for 'mean')."
         )
     return reduction
-
-
-def _valid_mask(tensordict: TensorDictBase, loss: Tensor) -> Tensor | None:
-    """The batch's validity masks (``_MASK_KEYS``) combined, broadcast to ``loss``."""
-    mask: Tensor | None = None
-    for key in _MASK_KEYS:
-        value = tensordict.get(key, None)
-        if value is None:
-            continue
-        while value.ndim > loss.ndim and value.shape[-1] == 1:
-            value = value.squeeze(-1)  # [B, T, 1] masks of [B, T] losses
-        if value.ndim > loss.ndim:
-            raise ValueError(
-                f"The mask {key!r} of shape {tuple(value.shape)} cannot be applied to a loss of "
-                f"shape {tuple(loss.shape)} (expected at most the loss's dims). Drop the mask "
-                "or select the valid samples before the loss."
-            )
-        value = value.reshape(*value.shape, *(1,) * (loss.ndim - value.ndim)).expand_as(loss)
-        mask = value.bool() if mask is None else mask & value.bool()
-    return mask
-
-
-def _reduce(loss: Tensor, tensordict: TensorDictBase, reduction: str) -> Tensor:
-    """TorchRL's reduction: invalid elements are zeroed and left out of the mean."""
-    mask = _valid_mask(tensordict, loss)
-    if mask is not None:
-        loss = torch.where(mask, loss, torch.zeros_like(loss))
-        if reduction == "mean":
-            return loss.sum() / mask.sum().clamp_min(1)
-    if reduction == "mean":
-        return loss.mean()
-    return loss.sum() if reduction == "sum" else loss
 
 
 class DTLoss(LossModule):
@@ -140,7 +105,7 @@ class DTLoss(LossModule):
         acted = self.actor_network(tensordict.copy())
         pred = get_entry(acted, self.tensor_keys.action_pred, where)
         loss = distance_loss(pred, target, self.loss_function)
-        return TensorDict({"loss": _reduce(loss, tensordict, self.reduction)}, [])
+        return TensorDict({"loss": reduce_loss(self, loss, tensordict, self.reduction)}, [])
 
 
 class OnlineDTLoss(LossModule):
@@ -325,7 +290,7 @@ class OnlineDTLoss(LossModule):
                 out.set_non_tensor("entropy", entropy.detach().mean())
             return out
         reduced: dict[str, Any] = {
-            k: _reduce(v, tensordict, self.reduction) for k, v in terms.items()
+            k: reduce_loss(self, v, tensordict, self.reduction) for k, v in terms.items()
         }
         reduced["entropy"] = entropy.detach().mean()
         reduced["alpha"] = alpha

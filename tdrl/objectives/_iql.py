@@ -174,9 +174,7 @@ class IQLLoss(LossModule):
         with torch.no_grad():
             next_value = self._value(get_entry(td, "next", where))
         target = value_target(self, td, value.detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(
-            pred, target, self.loss_function, td, owner=self
-        )
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td, owner=self)
         return loss_qvalue, td_error, pred, target
 
     def _actor_terms(

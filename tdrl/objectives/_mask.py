@@ -173,3 +173,37 @@ def reduce_loss(
     if reduction == "mean":
         return loss.mean()
     return loss.sum() if reduction == "sum" else loss
+
+
+def masked_mean(
+    owner: Any, values: Tensor, td: TensorDictBase, unmasked: Tensor | None = None
+) -> Tensor:
+    """``values.mean()`` over the valid positions of ``td``'s masks (``owner``'s
+    ``loss_mask_key``); a plain ``TensorDict`` without them costs no further call.
+    ``unmasked``: ``values.mean()`` when the caller has it already (returned if no mask)."""
+    heads = owner._mask_heads
+    entries = td._tensordict if type(td) is TensorDict else heads
+    for head in heads:
+        if head in entries:
+            mask = valid_mask(owner, td, values)
+            if mask is not None:
+                return masked_reduce(values, mask)
+            break
+    return values.mean() if unmasked is None else unmasked
+
+
+def standardize_shifted(advantage: Tensor, valid: Tensor, exclude: tuple[int, ...]) -> Tensor:
+    """``(advantage - mean) / std`` over the positions where ``valid`` (TorchRL's PPO with a
+    ``"shifted_valid"`` entry): population std over the valid positions, clamped at 1e-4,
+    statistics over every dim but ``exclude``."""
+    while valid.ndim < advantage.ndim:
+        valid = valid.unsqueeze(-1)
+    weight = valid.expand_as(advantage).to(advantage.dtype)
+    skip = {d % advantage.ndim for d in exclude}
+    dims = [d for d in range(advantage.ndim) if d not in skip]
+    count = weight.sum(dim=dims, keepdim=True).clamp_min(1)
+    kept = torch.where(weight.bool(), advantage, torch.zeros_like(advantage))
+    loc = kept.sum(dim=dims, keepdim=True) / count
+    spread = torch.where(weight.bool(), (advantage - loc).square(), torch.zeros_like(advantage))
+    scale = (spread.sum(dim=dims, keepdim=True) / count).sqrt().clamp_min(1e-4)
+    return (advantage - loc) / scale

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import Tensor, distributions
 
 from tdrl.objectives._base import LossModule
+from tdrl.objectives._mask import masked_mean, standardize_shifted
 from tdrl.objectives.value import ValueEstimators
 
 __all__ = ["PolicyGradientLoss", "distance_loss"]
@@ -192,7 +193,13 @@ class PolicyGradientLoss(LossModule):
             self.value_estimator(td)
             adv = td.get(key)
         if self.normalize_advantage and adv.numel() > 1:
-            adv = _standardize(adv, self.normalize_advantage_exclude_dims)
+            # As TorchRL's PPO: a "shifted_valid" entry (whatever loss_mask_key says) keeps
+            # the invalid positions out of the statistics.
+            valid = td.get("shifted_valid", None)
+            if valid is None:
+                adv = _standardize(adv, self.normalize_advantage_exclude_dims)
+            else:
+                adv = standardize_shifted(adv, valid, self.normalize_advantage_exclude_dims)
         return adv
 
     def _dist_and_log_prob(self, td: TensorDictBase) -> tuple[distributions.Distribution, Tensor]:
@@ -299,7 +306,7 @@ class PolicyGradientLoss(LossModule):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         # The likelihood-ratio gradient -E[log pi(a|s) * A] (A2C, REINFORCE); PPO overrides it.
         # ``source`` is the caller's batch, before the actor rewrote its outputs in ``td``.
-        return -(log_prob * advantage.detach()).mean(), {}
+        return -masked_mean(self, log_prob * advantage.detach(), td), {}
 
     # ---------------------------------------------------------------- forward
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -313,11 +320,13 @@ class PolicyGradientLoss(LossModule):
         if self.entropy_bonus:
             entropy = self._entropy(dist)
             mean_entropy = entropy.mean()
-            out["loss_entropy"] = -self.entropy_coeff * mean_entropy
+            # The diagnostic is the plain mean (TorchRL's), the loss term the masked one.
+            valid_entropy = masked_mean(self, entropy, td, unmasked=mean_entropy)
+            out["loss_entropy"] = -self.entropy_coeff * valid_entropy
             out["entropy"] = mean_entropy.detach()
         if self.critic_network is not None:
             loss, clip_fraction, explained = self._critic_terms(td)
-            out[self._critic_key] = loss.mean()
+            out[self._critic_key] = masked_mean(self, loss, td)
             if clip_fraction is not None:
                 out["value_clip_fraction"] = clip_fraction
             if self._log_explained_variance:

@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule
 from torch import Tensor, distributions
 
+from tdrl.objectives._mask import masked_mean
 from tdrl.objectives._policy_gradient import PolicyGradientLoss, _match
 
 __all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss"]
@@ -122,7 +123,7 @@ class PPOLoss(PolicyGradientLoss):
         source: TensorDictBase,
     ) -> tuple[Tensor, dict[str, Tensor]]:
         ratio, diff = self._ratio(td, log_prob)
-        return -(ratio * advantage).mean(), {"kl_approx": (-diff).mean()}
+        return -masked_mean(self, ratio * advantage, td), {"kl_approx": (-diff).mean()}
 
 
 class ClipPPOLoss(PPOLoss):
@@ -181,7 +182,7 @@ class ClipPPOLoss(PPOLoss):
             # batch dim (divided by its size), and the ratios' max and mean.
             lw = diff.squeeze(-1) if diff.shape[-1:] == (1,) else diff
             ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / diff.shape[0]
-        return -gain.mean(), {
+        return -masked_mean(self, gain, td), {
             "kl_approx": (-diff).mean(),
             "clip_fraction": clipped,
             "ESS": ess,
@@ -264,7 +265,7 @@ class KLPENPPOLoss(PPOLoss):
         ratio, diff = self._ratio(td, log_prob)
         kl = _match(self._kl(source, td, advantage), advantage)
         beta = self.beta.clone()
-        loss = -(ratio * advantage - beta * kl).mean()
+        loss = -masked_mean(self, ratio * advantage - beta * kl, td)
         with torch.no_grad():
             # Branch-free (no host sync, no torch.compile graph break): grow beta while the
             # mean KL is above 1.5 * dtarg, shrink it below dtarg / 1.5 (TorchRL's rule), reset
