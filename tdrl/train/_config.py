@@ -29,8 +29,9 @@ PRESETS = (
     "cql",
     "td3bc",
     "bc",
+    "dt",
 )
-OFFLINE_PRESETS = ("iql", "cql", "td3bc", "bc")
+OFFLINE_PRESETS = ("iql", "cql", "td3bc", "bc", "dt")
 # Tables whose keys are free (options passed on to the env): overrides may add keys there.
 _OPEN_TABLES = ("env_options",)
 

@@ -22,7 +22,7 @@ from tdrl.train._off_policy_agents import Agent, _continuous_actor, _dims, _mlp,
 
 __all__ = ["OFFLINE_ALGORITHMS", "make_offline_agent"]
 
-OFFLINE_ALGORITHMS = ("iql", "cql", "td3bc", "bc")
+OFFLINE_ALGORITHMS = ("iql", "cql", "td3bc", "bc", "dt")
 
 
 def make_offline_agent(algorithm: str, env: EnvBase, config: dict[str, Any]) -> Agent:
@@ -36,6 +36,10 @@ def make_offline_agent(algorithm: str, env: EnvBase, config: dict[str, Any]) -> 
         'DiscreteIQLLoss'
     """
     builders = {"iql": _iql, "cql": _cql, "td3bc": _td3bc, "bc": _bc}
+    if algorithm == "dt":  # the Decision Transformer: its own module (context windows)
+        from tdrl.train._offline_dt import make_dt_agent
+
+        return make_dt_agent(env, config)
     if algorithm not in builders:
         raise ValueError(
             f"make_offline_agent: unknown offline algorithm (got {algorithm!r}; expected one of "

@@ -219,6 +219,10 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
     """The trainer for ``config["algorithm"]``."""
     from tdrl.train._on_policy import OnPolicyTrainer
 
+    if config["algorithm"] == "dt":
+        from tdrl.train._offline_dt import DTTrainer
+
+        return DTTrainer(config, out_dir, **kwargs)
     if config["algorithm"] in OFFLINE_PRESETS:
         from tdrl.train._offline import OfflineTrainer
 
