@@ -75,6 +75,7 @@ def test_windows_hold_one_episode_and_its_return_to_go():
     flat = data[0 : sum(lengths)]
     index = torch.arange(sum(lengths), dtype=torch.float32)
     flat.set("observation", torch.stack([index, torch.zeros_like(index), index * 0], -1))
+    flat["next", "done"].zero_()  # the episode ids alone mark where episodes end
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(sum(lengths)))
     buffer.extend(flat)
     source = OfflineData(buffer, PendulumV1Env(), "test", 8)
