@@ -97,6 +97,7 @@ class IQLLoss(LossModule):
         priority: NestedKey = "td_error"
 
     default_value_estimator = ValueEstimators.TD0
+    _mask_qvalue = False  # see _qvalue_terms
 
     def __init__(
         self,
@@ -174,7 +175,11 @@ class IQLLoss(LossModule):
         with torch.no_grad():
             next_value = self._value(get_entry(td, "next", where))
         target = value_target(self, td, value.detach(), next_value, where)
-        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td, owner=self)
+        # TorchRL 0.14.1's IQLLoss.qvalue_loss selects the inputs it needs before its
+        # reduction, which drops the validity masks: its loss_qvalue is never masked
+        # (DiscreteIQLLoss's is).
+        owner = self if self._mask_qvalue else None
+        loss_qvalue, td_error = ensemble_distance(pred, target, self.loss_function, td, owner=owner)
         return loss_qvalue, td_error, pred, target
 
     def _actor_terms(
@@ -299,6 +304,8 @@ class DiscreteIQLLoss(IQLLoss):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority: NestedKey = "td_error"
+
+    _mask_qvalue = True
 
     def __init__(
         self,
