@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--dataset",
         metavar="SPEC",
-        help="offline presets (iql, cql, td3bc, bc): the dataset to train on, minari:<id> or "
+        help="offline presets (iql, cql, td3bc, bc, dt): the dataset to train on, minari:<id> or "
         "d4rl:<path>; evaluation runs in the env it was recorded on",
     )
     train.add_argument(
