@@ -92,7 +92,7 @@ def expand_mask(mask: Tensor, loss: Tensor, key: Any, where: str) -> Tensor:
 
     Raises:
         TypeError: ``mask`` is not a boolean tensor.
-        ValueError: ``mask`` has more (non-unit) dims than ``loss``.
+        ValueError: ``mask`` has more (non-unit) dims than ``loss`` or other sizes.
     """
     if not isinstance(mask, Tensor) or mask.dtype is not torch.bool:
         got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
@@ -102,12 +102,14 @@ def expand_mask(mask: Tensor, loss: Tensor, key: Any, where: str) -> Tensor:
         )
     while mask.ndim > loss.ndim and mask.shape[-1] == 1:
         mask = mask.squeeze(-1)
-    if mask.ndim > loss.ndim:
+    if mask.ndim > loss.ndim or any(
+        m not in (1, n) for m, n in zip(mask.shape, loss.shape, strict=False)
+    ):
         raise ValueError(
             f"{where}: the mask {key!r} cannot be applied to the loss (got a mask of shape "
-            f"{tuple(mask.shape)} for a loss of shape {tuple(loss.shape)}; expected at most "
-            "the loss's dims). Masking needs an element-wise loss; select the valid samples "
-            "before the loss or set loss_mask_key=None."
+            f"{tuple(mask.shape)} for a loss of shape {tuple(loss.shape)}; expected the loss's "
+            "leading dims, e.g. the batch shape). Masking needs an element-wise loss; select "
+            "the valid samples before the loss or set loss_mask_key=None."
         )
     if mask.ndim < loss.ndim:
         mask = mask.reshape(*mask.shape, *(1,) * (loss.ndim - mask.ndim))
