@@ -190,10 +190,27 @@ def _bc(env: EnvBase, config: dict[str, Any], discrete: bool) -> Agent:
     BCLoss = _needs("BCLoss", "bc")
     if discrete:  # the negative log-likelihood of the data's actions (TorchRL's default)
         actor: nn.Module = _categorical_actor(env, config)
-        return Agent(BCLoss(actor), actor, actor, None)
+        return Agent(_one_hot_bc(BCLoss)(actor), actor, actor, None)
     actor = _continuous_actor(env, config, stochastic=False)
     lc = config.get("loss", {})
     return Agent(BCLoss(actor, loss_function=str(lc.get("loss_function", "l2"))), actor, actor)
+
+
+def _one_hot_bc(base: Any) -> Any:
+    """BCLoss on one-hot actions in the env's dtype: the built-in envs' one-hot actions are
+    int64, which BCLoss (as TorchRL's) reads as class indices and scores with a cross-entropy
+    of the sampled action instead of the policy's log-likelihood; cast to float, they get the
+    log-likelihood of the categorical policy."""
+
+    class OneHotBCLoss(base):  # type: ignore[misc,valid-type]
+        def forward(self, tensordict: Any) -> Any:
+            key = self.tensor_keys.action
+            action = tensordict.get(key)
+            if not action.is_floating_point():
+                tensordict = tensordict.copy().set(key, action.float())
+            return super().forward(tensordict)
+
+    return OneHotBCLoss
 
 
 def _needs(name: str, algorithm: str) -> Any:

@@ -269,3 +269,24 @@ def test_evaluations_and_checkpoints_come_when_due_between_rows(tmp_path, pendul
     assert [int(r["updates"]) for r in rows if r["eval_return"]] == [15, 30]
     ckpts = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "checkpoints").iterdir())
     assert ckpts == [25, 30]
+
+
+def test_discrete_bc_is_the_policy_log_likelihood_of_int64_one_hot_actions(tmp_path):
+    # the built-in CartPole's one-hot actions are int64: BCLoss alone reads int64 as class
+    # indices and scored the sampled action (it crashed in log_softmax of a long tensor)
+    torch.manual_seed(0)
+    env = CartPoleEnv(batch_size=(4,))
+    data = _data(env, 30, "CartPole-v1")
+    trainer = OfflineTrainer(
+        _config("bc", "updates=4", "eval.every_updates=0"),
+        tmp_path / "bc",
+        dataset=data,
+        quiet=True,
+    )
+    batch = trainer.data.sample()
+    assert batch["action"].dtype == torch.int64
+    loss = trainer.agent.loss(batch)["loss_bc"]
+    logits = trainer.policy.module[0](batch.select("observation").clone())["logits"]
+    expected = -(torch.log_softmax(logits, -1) * batch["action"]).sum(-1).mean()
+    torch.testing.assert_close(loss, expected)
+    assert trainer.run()["updates"] == 4
