@@ -287,7 +287,7 @@ def test_collector_mask_leaves_invalid_rows_out(name):
         _assert_close(got[1], rows[1])
 
 
-@pytest.mark.parametrize("name", ["DQN", "SAC", "PPO", "IQL", "DT", "DiscreteCQL"])
+@pytest.mark.parametrize("name", ["DQN", "SAC", "PPO", "DiscreteIQL", "DT", "DiscreteCQL"])
 def test_shifted_valid_and_both_masks_anded(name):
     loss, batch, poison = _setup(name)
     shifted = torch.tensor([True, True, True, True, False, True])
