@@ -160,9 +160,10 @@ def test_cql_parts():
     with pytest.raises(KeyError, match="_log_prob"):
         loss.alpha_loss({})
     masked = batch.clone()
-    masked["shifted_valid"] = torch.ones(6, dtype=torch.bool)
-    with pytest.raises(NotImplementedError, match="masked reductions"):
-        loss.alpha_loss(meta, mask_tensordict=masked)
+    masked["shifted_valid"] = torch.tensor([True, True, False, True, True, True])
+    loss_alpha_valid, _ = loss.alpha_loss(meta, mask_tensordict=masked)  # TorchRL's masking
+    keep = masked["shifted_valid"]
+    torch.testing.assert_close(loss_alpha_valid, (-math.log(3.0) * (log_prob[keep] - 2.0)).mean())
     renamed = loss.set_keys(log_prob="lp")
     assert "lp" in renamed.actor_loss(batch)[1]
 
