@@ -108,13 +108,11 @@ def test_the_dataset_reads_back_with_its_returns(pendulum, minari_path, tmp_path
 
 
 # (overrides, share of the random-to-expert gap the best evaluation must close). Faster
-# learning than the presets (lr 1e-3, tau 0.05) to fit a CI budget; TD3+BC's alpha weighs the
-# Q term up: Pendulum's actions span [-2, 2], so the BC term is 4x that of [-1, 1] actions.
+# learning than the presets (lr 1e-3, tau 0.05) to fit a CI budget. td3bc and cql (continuous)
+# stay near the random part at these budgets (README figures): not asserted until they do.
 FAST = ["optim.lr=1e-3", "target.tau=0.05"]
 CONTINUOUS = {
     "iql": (["updates=3000", "eval.every_updates=500", *FAST], 0.5),
-    # td3bc, cql and bc (expert data) and the CartPole discrete runs do not reach their bars
-    # within a CI budget yet (measured figures in the README): not asserted until they do
 }
 
 
@@ -124,3 +122,58 @@ def test_offline_rl_beats_the_random_part_of_a_mixed_dataset(pendulum, tmp_path,
     result = _train(preset, "pendulum/mixed-v0", tmp_path, overrides)
     bar = pendulum["random"] + share * (pendulum["expert"] - pendulum["random"])
     assert result >= bar, (result, pendulum)
+
+
+def test_bc_matches_the_expert_part(pendulum, tmp_path):
+    # lr 1e-3, 1000 updates (the loss is ~0.004 by then): within 15% of the gap of the expert
+    overrides = ["updates=1000", "eval.every_updates=250", "optim.lr=1e-3"]
+    result = _train("bc", "pendulum/expert-v0", tmp_path, overrides)
+    bar = pendulum["expert"] - 0.15 * (pendulum["expert"] - pendulum["random"])
+    assert result >= bar, (result, pendulum)
+
+
+def _controller(td):
+    """A hand-written CartPole controller (500 every episode): push towards the pole's fall."""
+    o = td["observation"]
+    push = (o[..., 2] + 0.5 * o[..., 3] + 0.1 * o[..., 0] + 0.2 * o[..., 1]) > 0
+    return td.set("action", torch.nn.functional.one_hot(push.long(), 2))
+
+
+@pytest.fixture(scope="module")
+def cartpole(minari_path):
+    """``cartpole/mixed-v0`` (5 controller + 50 random episodes) and ``cartpole/expert-v0``."""
+    from tdrl.train._builders import make_env
+    from tdrl.train._dataset_collect import _rollout
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        expert = _rollout(make_env("CartPole", 5, seed=3), _controller, 5)
+        env = make_env("CartPole", 16, seed=4)
+        random = _rollout(env, env.rand_action, 50)
+    write_minari_dataset("cartpole/mixed-v0", expert + random, env_id="CartPole-v1")
+    write_minari_dataset("cartpole/expert-v0", expert, env_id="CartPole-v1")
+    stats = {"expert": _mean_return(expert), "random": _mean_return(random)}
+    FIGURES.update({f"cartpole_{k}": v for k, v in stats.items()})
+    assert stats["expert"] > stats["random"] + 400, stats
+    return stats
+
+
+# discrete (DiscreteIQLLoss, DiscreteCQLLoss on CartPole): (overrides, share of the gap)
+DISCRETE = {
+    "iql": (["updates=1000", "eval.every_updates=250", *FAST], 0.1),
+    "cql": (["updates=2000", "eval.every_updates=250", *FAST], 0.15),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(DISCRETE))
+def test_discrete_offline_rl_beats_the_random_part(cartpole, tmp_path, preset):
+    overrides, share = DISCRETE[preset]
+    result = _train(preset, "cartpole/mixed-v0", tmp_path, overrides)
+    bar = cartpole["random"] + share * (cartpole["expert"] - cartpole["random"])
+    assert result >= bar, (result, cartpole)
+
+
+def test_discrete_bc_matches_the_controller(cartpole, tmp_path):
+    overrides = ["updates=500", "eval.every_updates=250", "optim.lr=1e-3"]
+    result = _train("bc", "cartpole/expert-v0", tmp_path, overrides)
+    assert result >= 0.9 * cartpole["expert"], (result, cartpole)
