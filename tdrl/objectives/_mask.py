@@ -79,12 +79,25 @@ def valid_mask(
             return None
     mask: Tensor | None = None
     for key in owner._mask_keys:
-        entry = td.get(key, None)
+        entry = _lookup(td, key)
         if entry is None:
             continue
         entry = expand_mask(entry, loss, key, f"{type(owner).__name__}.{where}")
         mask = entry if mask is None else mask & entry
     return mask
+
+
+def _lookup(td: TensorDictBase, key: NestedKey) -> Any:
+    """``td.get(key, None)``; plain ``TensorDict`` levels read their entry dicts (a batch of
+    collected data holds ``("collector", "traj_ids")`` without a mask: no tensordict call)."""
+    node: Any = td
+    for part in (key,) if isinstance(key, str) else key:
+        if type(node) is not TensorDict:
+            return td.get(key, None)
+        node = node._tensordict.get(part)
+        if node is None:
+            return None
+    return node
 
 
 def expand_mask(mask: Tensor, loss: Tensor, key: Any, where: str) -> Tensor:
