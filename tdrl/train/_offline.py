@@ -19,7 +19,7 @@ from tdrl.train._trainer import Trainer
 
 __all__ = ["OfflineTrainer"]
 
-FINE_TUNED = ("iql",)  # the presets that take ``online_frames``
+FINE_TUNED = ("iql", "dt")  # the presets that take ``online_frames`` (dt: online DT)
 
 
 class OfflineTrainer(Trainer):
@@ -91,7 +91,7 @@ class OfflineTrainer(Trainer):
         if self.online_frames and config["algorithm"] not in FINE_TUNED:
             raise ValueError(
                 f"tdrl train {config['algorithm']}: --online-frames fine-tunes {FINE_TUNED} "
-                f"only (got online_frames={self.online_frames}). Drop it or use iql."
+                f"only (got online_frames={self.online_frames}). Drop it or use iql or dt."
             )
         super().__init__(config, out_dir, **kwargs)
         self.data = OfflineData(dataset, self.env, source, batch_size)

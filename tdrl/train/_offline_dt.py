@@ -145,6 +145,10 @@ def make_dt_agent(env: EnvBase, config: dict[str, Any]) -> Agent:
             f"{type(env.action_spec).__name__}; expected a bounded continuous spec, as "
             "TorchRL's TanhDelta head). Use iql, cql or bc for discrete actions."
         )
+    from tdrl.train._offline_odt import is_online_dt, make_odt_agent
+
+    if is_online_dt(config):  # the Online DT: OnlineDTActor, TanhNormal, OnlineDTLoss
+        return make_odt_agent(env, config)
     spec = env.action_spec
     n_obs = int(env.observation_spec["observation"].shape[-1])
     n_act = int(spec.shape[-1])
@@ -228,17 +232,19 @@ class DTTrainer(OfflineTrainer):
             group["lr"] = lr * factor
         return super()._update_once(batch)
 
-    def eval_env_for(self, env: EnvBase) -> TransformedEnv:
+    def eval_env_for(self, env: EnvBase, target: float | None = None) -> TransformedEnv:
         """``env`` with TorchRL's evaluation transforms: rewards times ``dt.reward_scale``,
-        the target return (scaled), the dataset's observation standardisation and the
-        context windows (``CatFrames`` of ``dt.context`` steps)."""
+        the target return (``target``, default the eval target; scaled), the dataset's
+        observation standardisation and the context windows (``CatFrames`` of
+        ``dt.context`` steps)."""
+        target = self.eval_target_return if target is None else target
         keys = ["observation", "action", "return_to_go_single"]
         return TransformedEnv(
             env,
             Compose(
                 RewardScaling(0.0, self.reward_scale, in_keys=["reward"]),
                 TargetReturn(
-                    self.eval_target_return * self.reward_scale,
+                    target * self.reward_scale,
                     mode=str(self.config["dt"].get("target_return_mode", "reduce")),
                     out_keys=["return_to_go_single"],
                 ),

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--online-frames",
         type=int,
         metavar="N",
-        help="iql: fine-tune online for N env frames after the offline updates",
+        help="iql, dt: fine-tune online for N env frames after the offline updates "
+        "(dt: the Online Decision Transformer)",
     )
     train.add_argument("--num-envs", type=int, help="number of envs collected from in parallel")
     train.add_argument("--seed", type=int, help="random seed")
@@ -221,8 +222,9 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
 
     if config["algorithm"] == "dt":
         from tdrl.train._offline_dt import DTTrainer
+        from tdrl.train._offline_odt import ODTTrainer, is_online_dt
 
-        return DTTrainer(config, out_dir, **kwargs)
+        return (ODTTrainer if is_online_dt(config) else DTTrainer)(config, out_dir, **kwargs)
     if config["algorithm"] in OFFLINE_PRESETS:
         from tdrl.train._offline import OfflineTrainer
 
