@@ -19,6 +19,7 @@ replay-buffer sample) and inside :class:`Compose`.
 - Frames and images: :class:`CatFrames`, :class:`ToTensorImage`, :class:`Resize`,
   :class:`GrayScale`, :class:`Crop`, :class:`CenterCrop`.
 - Env control: :class:`FrameSkipTransform`, :class:`NoopResetEnv`.
+- Atari: :class:`EndOfLifeTransform`, :func:`make_atari_env` (the DQN preprocessing stack).
 
 Examples:
     >>> from tdrl.envs.transforms import Compose, RewardSum, StepCounter, TransformedEnv
@@ -29,6 +30,8 @@ Examples:
 """
 
 from tdrl.envs.transforms._action_mask import ActionMask
+from tdrl.envs.transforms._atari import EndOfLifeTransform
+from tdrl.envs.transforms._atari_env import make_atari_env
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._casts import DeviceCastTransform, DoubleToFloat, DTypeCastTransform
 from tdrl.envs.transforms._cat_frames import CatFrames
@@ -76,6 +79,7 @@ __all__ = [
     "DTypeCastTransform",
     "DeviceCastTransform",
     "DoubleToFloat",
+    "EndOfLifeTransform",
     "ExcludeTransform",
     "FlattenObservation",
     "FrameSkipTransform",
@@ -103,4 +107,5 @@ __all__ = [
     "TransformedEnv",
     "UnsqueezeTransform",
     "VecNorm",
+    "make_atari_env",
 ]

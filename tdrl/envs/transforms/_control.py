@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.utils import NestedKey, unravel_key
 
+from tdrl.envs.core import EnvBase
 from tdrl.envs.transforms._base import Transform
 
 __all__ = ["FrameSkipTransform", "NoopResetEnv"]
@@ -26,8 +28,24 @@ class FrameSkipTransform(Transform):
     envs that read their state from the data (stateless envs) advance too. Transforms placed
     after it must not change the actions.
 
+    ``max_pool_keys`` (a tdrl addition; TorchRL has no such argument) names observation entries
+    that become the element-wise maximum of the last two frames instead of the last one, as
+    the DQN Atari preprocessing does (it removes the flicker of sprites drawn every other
+    frame; gymnasium's ``AtariPreprocessing`` pools the same two frames). With
+    ``frame_skip=1`` there is one frame and nothing is pooled.
+
+    ``stop_on_done`` (a tdrl addition) stops the repetition at the frame where the episode
+    ends, as gymnasium's ``AtariPreprocessing`` does: the game is not stepped past its end (an
+    ALE game would draw its sticky-action randomness for frames that do not count). The
+    result is then that frame's data (pooled with the frame before when there is one). It
+    needs an env below with one member (build it inside each worker of a batched env).
+
     Args:
         frame_skip: how many times each action is applied (>= 1).
+        max_pool_keys: entries of the env's output to max-pool over the last two frames
+            (keyword-only; default none).
+        stop_on_done: stop repeating when the episode ends (keyword-only; default False,
+            TorchRL's behaviour).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -38,7 +56,13 @@ class FrameSkipTransform(Transform):
         ([3.0, 6.0, 9.0], [3.0, 3.0, 3.0])
     """
 
-    def __init__(self, frame_skip: int = 1) -> None:
+    def __init__(
+        self,
+        frame_skip: int = 1,
+        *,
+        max_pool_keys: Sequence[NestedKey] | None = None,
+        stop_on_done: bool = False,
+    ) -> None:
         if frame_skip < 1:
             raise ValueError(
                 f"FrameSkipTransform.__init__: frame_skip must be >= 1 (got {frame_skip}). Pass a "
@@ -46,13 +70,30 @@ class FrameSkipTransform(Transform):
             )
         super().__init__()
         self.frame_skip = int(frame_skip)
+        self.max_pool_keys = [unravel_key(k) for k in (max_pool_keys or ())]
+        self.stop_on_done = bool(stop_on_done)
+
+    def _bind(self, parent: EnvBase) -> None:
+        if self.stop_on_done and parent.batch_size.numel() != 1:
+            raise ValueError(
+                "FrameSkipTransform: stop_on_done needs an env with one member (got batch size "
+                f"{tuple(parent.batch_size)}; expected one member, since the members of a batch "
+                "cannot stop at different frames). Put the transform inside each worker."
+            )
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         parent = self._require_parent("_step")
         actions = tensordict.select(*parent.action_keys, strict=False)
         totals = {k: next_tensordict.get(k) for k in parent.reward_keys}
         current = tensordict.copy().set("next", next_tensordict)
-        for _ in range(self.frame_skip - 1):
+        pooled: dict[NestedKey, torch.Tensor] = {}
+        for i in range(self.frame_skip - 1):
+            if self.stop_on_done and parent.any_done(current.get("next")):
+                break
+            if i == self.frame_skip - 2:  # the second-to-last frame (copied: envs may reuse it)
+                pooled = {
+                    k: self._pooled(current.get("next"), k).clone() for k in self.max_pool_keys
+                }
             root = parent.step_mdp(current).update(actions)
             current = parent.step(root)
             for key in totals:
@@ -60,13 +101,23 @@ class FrameSkipTransform(Transform):
         out = current.get("next")
         for key, total in totals.items():
             out.set(key, total)
+        for key, before in pooled.items():
+            out.set(key, torch.maximum(before, self._pooled(out, key)))
         return out  # type: ignore[no-any-return]
+
+    def _pooled(self, next_td: TensorDictBase, key: NestedKey) -> torch.Tensor:
+        value = next_td.get(key, None)
+        if value is None:
+            raise self._missing_key(key, next_td, "_step")
+        return value  # type: ignore[no-any-return]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise self._env_only("forward")
 
     def extra_repr(self) -> str:
-        return f"frame_skip={self.frame_skip}"
+        pool = f", max_pool_keys={self.max_pool_keys}" if self.max_pool_keys else ""
+        stop = ", stop_on_done=True" if self.stop_on_done else ""
+        return f"frame_skip={self.frame_skip}{pool}{stop}"
 
 
 class NoopResetEnv(Transform):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from tdrl.envs.transforms._area_resize import area_shrink
 from tdrl.envs.transforms._base import Transform
 from tdrl.envs.transforms._utils import KeysArg
 from tdrl.specs import Bounded, TensorSpec, Unbounded
@@ -110,6 +111,9 @@ class Resize(Transform):
     As in TorchRL (which hands ``[w, h]`` to torchvision's ``resize``), ``w`` is the number of
     rows and ``h`` the number of columns of the result; bilinear and bicubic resizing are
     antialiased, as there. Integer images are resized in float and rounded back to their dtype.
+    ``"area"`` (a tdrl addition: torchvision has no such mode) shrinks by true area averaging,
+    value for value as OpenCV's ``INTER_AREA`` (what gymnasium's ``AtariPreprocessing`` uses);
+    enlarging with it falls back to ``F.interpolate``'s ``"area"``.
 
     Args:
         w: rows of the result (TorchRL's name).
@@ -147,6 +151,8 @@ class Resize(Transform):
     def _apply_transform(self, value: torch.Tensor) -> torch.Tensor:
         _check_image("Resize._apply_transform", value)
         lead, (c, h, w) = value.shape[:-3], value.shape[-3:]
+        if self.interpolation == "area" and self.w <= h and self.h <= w:
+            return area_shrink(value, self.w, self.h)
         flat = value.reshape(-1, c, h, w)
         x = flat if flat.dtype.is_floating_point else flat.float()
         smooth = self.interpolation in ("bilinear", "bicubic")
