@@ -207,7 +207,7 @@ def test_a_dataset_without_env_needs_env(tmp_path, pendulum):
 
 
 def test_online_frames_are_for_iql_only(tmp_path, pendulum):
-    with pytest.raises(ValueError, match=r"fine-tunes \('iql',\) only"):
+    with pytest.raises(ValueError, match=r"fine-tunes \('iql', 'dt'\) only"):
         OfflineTrainer(_config("cql", "online_frames=10"), tmp_path, dataset=pendulum, quiet=True)
 
 
@@ -290,3 +290,46 @@ def test_discrete_bc_is_the_policy_log_likelihood_of_int64_one_hot_actions(tmp_p
     expected = -(torch.log_softmax(logits, -1) * batch["action"]).sum(-1).mean()
     torch.testing.assert_close(loss, expected)
     assert trainer.run()["updates"] == 4
+
+
+def test_td3bc_normalises_observations_with_the_dataset_statistics(tmp_path, pendulum):
+    # the TD3+BC paper's state normalisation, on batches and at evaluation, kept in config.json
+    obs = pendulum[:]["observation"].double()
+    loc, scale = obs.mean(0), obs.std(0, unbiased=False) + 1e-3
+    trainer = OfflineTrainer(_config("td3bc"), tmp_path, dataset=pendulum, quiet=True)
+    saved = trainer.config["data"]  # config.json's
+    assert saved["normalize_observations"] is True
+    assert torch.allclose(torch.tensor(saved["observation_loc"]).double(), loc, atol=1e-5)
+    assert torch.allclose(torch.tensor(saved["observation_scale"]).double(), scale, atol=1e-5)
+    batch = trainer.data.sample(64)
+    for key in ("observation", ("next", "observation")):
+        raw = batch[key].double() * scale + loc  # back to the env's: cos^2 + sin^2 = 1
+        assert torch.allclose(raw[:, 0] ** 2 + raw[:, 1] ** 2, torch.ones(64).double(), atol=1e-4)
+        assert not torch.allclose(batch[key][:, 0] ** 2 + batch[key][:, 1] ** 2, torch.ones(64))
+    seen, policy = [], trainer.policy
+    trainer.policy = lambda td: (seen.append(td["observation"].clone()), policy(td))[1]
+    trainer.episode_returns(PendulumV1Env(batch_size=(2,)))
+    raw = torch.cat(seen).double() * scale + loc
+    assert torch.allclose(raw[:, 0] ** 2 + raw[:, 1] ** 2, torch.ones(len(raw)).double(), atol=1e-4)
+
+
+def test_resume_and_eval_reuse_the_saved_observation_statistics(tmp_path, pendulum):
+    config = _config("td3bc", "updates=10", "eval.every_updates=10")
+    OfflineTrainer(config, tmp_path, dataset=pendulum, quiet=True).run()
+    saved = json.loads((tmp_path / "config.json").read_text())
+    torch.manual_seed(1)  # another dataset: its statistics differ, the saved ones stay
+    other = _data(PendulumV1Env(batch_size=(2,)), 30, "Pendulum-v1")
+    again = OfflineTrainer(saved, tmp_path / "again", dataset=other, quiet=True)
+    assert again._obs_norm[0].tolist() == saved["data"]["observation_loc"]
+    assert again._obs_norm[1].tolist() == saved["data"]["observation_scale"]
+    fresh = OfflineTrainer(_config("td3bc"), tmp_path / "fresh", dataset=other, quiet=True)
+    assert fresh._obs_norm[0].tolist() != saved["data"]["observation_loc"]
+
+
+def test_observation_normalisation_is_off_for_cql_and_refused_with_fine_tuning(tmp_path, pendulum):
+    trainer = OfflineTrainer(_config("cql"), tmp_path, dataset=pendulum, quiet=True)
+    assert trainer._obs_norm is None and trainer.data.observation_norm is None
+    config = _config("iql", "online_frames=10")
+    config["data"] = {"normalize_observations": True}
+    with pytest.raises(ValueError, match="normalize_observations does not combine"):
+        OfflineTrainer(config, tmp_path / "ft", dataset=pendulum, quiet=True)
