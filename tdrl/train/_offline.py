@@ -14,7 +14,13 @@ from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import SoftUpdate
 from tdrl.train._logging import now
 from tdrl.train._offline_agents import make_offline_agent
-from tdrl.train._offline_data import OfflineData, env_for_dataset, open_dataset, parse_dataset
+from tdrl.train._offline_data import (
+    OfflineData,
+    env_for_dataset,
+    observation_stats,
+    open_dataset,
+    parse_dataset,
+)
 from tdrl.train._trainer import Trainer
 
 __all__ = ["OfflineTrainer"]
@@ -93,8 +99,11 @@ class OfflineTrainer(Trainer):
                 f"tdrl train {config['algorithm']}: --online-frames fine-tunes {FINE_TUNED} "
                 f"only (got online_frames={self.online_frames}). Drop it or use iql or dt."
             )
+        norm = _observation_norm(config, dataset, self.online_frames)
         super().__init__(config, out_dir, **kwargs)
         self.data = OfflineData(dataset, self.env, source, batch_size)
+        self.data.observation_norm = norm
+        self._obs_norm = norm
         self.agent = make_offline_agent(config["algorithm"], self.env, config)
         self.policy = self.agent.policy
         oc = config["optim"]
@@ -117,6 +126,19 @@ class OfflineTrainer(Trainer):
                 storage=LazyTensorStorage(int(oc["capacity"]), device=config.get("device", "cpu")),
                 batch_size=batch_size,
             )
+
+    def episode_returns(self, env: Any) -> list[float]:
+        """As :meth:`Trainer.episode_returns`; with ``data.normalize_observations`` the
+        policy sees the env's observations normalised with the dataset's statistics (those
+        of ``config.json``: resume and ``tdrl eval`` reuse them)."""
+        if self._obs_norm is not None:
+            from tdrl.envs.transforms import ObservationNorm, TransformedEnv
+
+            loc, scale = self._obs_norm
+            env = TransformedEnv(env, ObservationNorm(loc, scale, standard_normal=True))
+        return super().episode_returns(env)
+
+    _obs_norm: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ budget
     def _budget(self) -> int:
@@ -254,6 +276,26 @@ class OfflineTrainer(Trainer):
         if self.target is not None and values["target"] is not None:
             self.target.load_state_dict(values["target"])
         self._last_time = self.elapsed
+
+
+def _observation_norm(
+    config: dict[str, Any], dataset: Any, online_frames: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(loc, scale)`` of ``data.normalize_observations`` (None: off). The statistics are
+    computed once from the dataset and kept in ``config["data"]`` (so in ``config.json``)."""
+    dc = config.get("data") or {}
+    if not dc.get("normalize_observations"):
+        return None
+    if online_frames:
+        raise ValueError(
+            f"tdrl train {config['algorithm']}: data.normalize_observations does not combine "
+            f"with online fine-tuning (got online_frames={online_frames}; expected 0: the "
+            "collector feeds the policy raw observations). Drop one of them."
+        )
+    if not dc.get("observation_loc"):
+        dc["observation_loc"], dc["observation_scale"] = observation_stats(dataset)
+    loc, scale = dc["observation_loc"], dc["observation_scale"]
+    return torch.tensor(loc, dtype=torch.float32), torch.tensor(scale, dtype=torch.float32)
 
 
 def _is_loss(key: str) -> bool:

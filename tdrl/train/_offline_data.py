@@ -11,7 +11,14 @@ from tensordict import TensorDictBase
 from tdrl.envs import EnvBase
 from tdrl.specs import Categorical, OneHot
 
-__all__ = ["KINDS", "OfflineData", "env_for_dataset", "open_dataset", "parse_dataset"]
+__all__ = [
+    "KINDS",
+    "OfflineData",
+    "env_for_dataset",
+    "observation_stats",
+    "open_dataset",
+    "parse_dataset",
+]
 
 KINDS = ("minari", "d4rl")
 # gymnasium ids whose dynamics, spaces and rewards tdrl's built-in envs reproduce (their docs
@@ -131,6 +138,7 @@ class OfflineData:
             for k in self._keys
             if probe.get(k).is_floating_point() and probe.get(k).dtype != torch.float32
         ]
+        self.observation_norm: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __len__(self) -> int:
         return len(self.buffer)
@@ -142,7 +150,28 @@ class OfflineData:
             batch.set(key, batch.get(key).to(torch.float32))
         if self._encode is not None:
             batch.set("action", self._encode(batch.get("action")))
+        if self.observation_norm is not None:  # TD3+BC's state normalisation
+            loc, scale = self.observation_norm
+            for key in ("observation", ("next", "observation")):
+                batch.set(key, (batch.get(key).to(torch.float32) - loc) / scale)
         return batch
+
+
+def observation_stats(buffer: Any, eps: float = 1e-3) -> tuple[list[Any], list[Any]]:
+    """The dataset's observation mean and standard deviation (+ ``eps``) per feature, as the
+    TD3+BC paper (Fujimoto & Gu, 2021) normalises states: ``(s - mean) / (std + 1e-3)``.
+
+    Examples:
+        >>> from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
+        >>> from tensordict import TensorDict
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4))
+        >>> _ = rb.extend(TensorDict({"observation": torch.tensor([[0.0, 1.0], [2.0, 1.0]])}, [2]))
+        >>> observation_stats(rb)
+        ([1.0, 1.0], [1.0010000467300415, 0.0010000000474974513])
+    """
+    obs = buffer[:].get("observation").to(torch.float64)
+    mean, std = obs.mean(0), obs.std(0, unbiased=False) + eps
+    return mean.float().tolist(), std.float().tolist()
 
 
 def _check_fit(probe: TensorDictBase, env: EnvBase, source: str) -> Any:
