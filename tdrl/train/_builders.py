@@ -85,7 +85,7 @@ def _build_env(
     if name.startswith("gym:"):
         from tdrl.envs import GymEnv
 
-        env: EnvBase = GymEnv(name[4:], num_envs=num_envs, device=device)
+        env: EnvBase = _float32_observations(GymEnv(name[4:], num_envs=num_envs, device=device))
     elif name in BUILTIN_ENVS:
         env = BUILTIN_ENVS[name](batch_size=(num_envs,), device=device)
     else:
@@ -95,6 +95,18 @@ def _build_env(
             "'vmas:<scenario>' or 'pettingzoo:<task>')."
         )
     return env
+
+
+def _float32_observations(env: EnvBase) -> EnvBase:
+    """``env`` seen through :class:`~tdrl.envs.transforms.DoubleToFloat` when it has float64
+    observations (MuJoCo's): the presets' networks are float32 (TorchRL's MuJoCo recipes add
+    the same transform)."""
+    spec = env.observation_spec
+    if not any(leaf.dtype == torch.float64 for leaf in spec.values(True, True)):
+        return env
+    from tdrl.envs.transforms import DoubleToFloat, TransformedEnv
+
+    return TransformedEnv(env, DoubleToFloat())
 
 
 def _parallel_env(

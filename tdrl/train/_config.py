@@ -30,6 +30,9 @@ PRESETS = (
     "td3bc",
     "bc",
     "dt",
+    "sac_mujoco",
+    "td3_mujoco",
+    "ppo_mujoco",
 )
 OFFLINE_PRESETS = ("iql", "cql", "td3bc", "bc", "dt")
 # Tables whose keys are free (options passed on to the env): overrides may add keys there.

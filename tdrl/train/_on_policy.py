@@ -12,6 +12,7 @@ from torch import nn
 from tdrl.objectives import A2CLoss, ClipPPOLoss, PolicyGradientLoss
 from tdrl.train._builders import make_actor_critic
 from tdrl.train._compile import compile_loss
+from tdrl.train._normalize import ObsNormalizer
 from tdrl.train._trainer import Trainer
 
 __all__ = ["OnPolicyTrainer", "PPOLoop"]
@@ -106,6 +107,9 @@ class OnPolicyTrainer(PPOLoop):
 
     def __init__(self, config: dict[str, Any], out_dir: Any, **kwargs: Any) -> None:
         super().__init__(config, out_dir, **kwargs)
+        self.normalizer = ObsNormalizer.from_config(config)
+        if self.normalizer is not None:
+            self.env = self.normalizer.wrap_train(self.env)
         actor, critic = make_actor_critic(self.env, config.get("model", {}))
         lc = config["loss"]
         common: dict[str, Any] = dict(
@@ -128,8 +132,26 @@ class OnPolicyTrainer(PPOLoop):
         self.lr = float(oc["lr"])
         self.optimizer = torch.optim.Adam(loss.parameters(), lr=self.lr, eps=1e-5, fused=True)
         self.modules = {"loss": loss}
+        if self.normalizer is not None:  # the statistics travel with the weights
+            self.modules["obs_norm"] = self.normalizer.state
         self.optimizers = {"optim": self.optimizer}
         compile_loss(loss, config)
+
+    def episode_returns(self, env: Any) -> list[float]:
+        if self.normalizer is not None:  # the training statistics, frozen
+            env = self.normalizer.wrap_eval(env)
+        return super().episode_returns(env)
+
+    def _checkpoint(self) -> None:
+        if self.normalizer is not None:
+            self.normalizer.save()
+        super()._checkpoint()
+
+    def _restore(self) -> dict[str, Any]:
+        counters = super()._restore()
+        if self.normalizer is not None:
+            self.normalizer.load()
+        return counters
 
     def _advantages(self, batch: TensorDictBase) -> TensorDictBase:
         with torch.no_grad():
