@@ -49,6 +49,7 @@ def test_matches_gymnasium_frame_for_frame():
     env.set_seed(seed)
     obs, _ = ref.reset(seed=seed)
     td = env.reset()
+    game = env.base_env.env.unwrapped.ale
     assert td["pixels"].dtype == torch.uint8 and td["pixels"].shape == (4, 84, 84)
     np.testing.assert_array_equal(td["pixels"].numpy(), obs)
     actions = np.random.default_rng(1).integers(ref.action_space.n, size=200)
@@ -66,6 +67,8 @@ def test_matches_gymnasium_frame_for_frame():
         assert bool(nxt["terminated"]) == term and bool(nxt["truncated"]) == trunc, t
         assert bool(nxt["end-of-life"]) == (info["lives"] < lives or end), t
         assert int(nxt["lives"]) == info["lives"], t
+        # no frame played past an episode end (the game's frame counters agree)
+        assert game.getFrameNumber() == ref.unwrapped.ale.getFrameNumber(), t
         lives, rewards = info["lives"], rewards + reward
         if end:
             ends += 1
@@ -157,3 +160,14 @@ def test_inside_parallel_env():
         assert not torch.equal(stacks[0], stacks[1])
     finally:
         env.close()
+
+
+def test_stop_on_done_stops_at_the_episode_end():
+    # CountingEnv ends at 7: TorchRL's repetition goes on to 9, stop_on_done stops at 7
+    def run(stop: bool):
+        env = CountingEnv(max_steps=7).append_transform(FrameSkipTransform(3, stop_on_done=stop))
+        td = env.rollout(5)
+        return td["next", "observation"].flatten().tolist(), td["next", "reward"].flatten().tolist()
+
+    assert run(False) == ([3.0, 6.0, 9.0], [3.0, 3.0, 3.0])
+    assert run(True) == ([3.0, 6.0, 7.0], [3.0, 3.0, 1.0])
