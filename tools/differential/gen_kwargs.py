@@ -1,6 +1,6 @@
 """Write ``torchrl_kwargs.json``: where TorchRL 0.14.1 forwards each opaque ``**kwargs``.
 
-``tools/torchrl_api.json`` lists 83 TorchRL signatures whose last parameter is a ``**kwargs``
+``tools/torchrl_api.json`` lists 89 TorchRL signatures whose last parameter is a ``**kwargs``
 (or ``**hyperparams``). Reading TorchRL's source, each one is recorded here with the place the
 keys go (``forwarded_to``), the TorchRL source line, and the keys TorchRL accepts there
 (``accepted``: a list, read from the signature of the callee where there is one, or a sentence
@@ -372,6 +372,14 @@ for _collector in (
 ):
     _name = f"torchrl.collectors.{_collector}.update_policy_weights_"
     MANUAL[_name] = (*WEIGHTS, _name)
+MANUAL["torchrl.data.datasets.D4RLExperienceReplay"] = (
+    "the d4rl package (gym.make / d4rl.qlearning_dataset) on the from_env=True and "
+    "direct_download=False paths, which need d4rl (tdrl refuses both); on the file path "
+    "(direct_download=True, tdrl's) TorchRL raises for any key",
+    [],
+    "params",
+    "torchrl.data.datasets.d4rl.D4RLExperienceReplay.__init__",
+)
 MANUAL["torchrl.collectors.Collector.load_state_dict"] = (
     "env.load_state_dict(..., **kwargs) and policy.load_state_dict(..., **kwargs); 'strict' "
     "is read",
