@@ -127,7 +127,8 @@ def make_atari_env(
     if noop_max > 0:
         key, spec = base.action_key, base.action_spec
         noop = spec.encode(0).to(dtype=spec.dtype, device=spec.device)
-        transforms.append(NoopResetEnv(noop_max, random=True, policy=_PlayNoop(key, noop)))
+        noops = NoopResetEnv(noop_max, policy=_PlayNoop(key, noop), count_range=(1, noop_max))
+        transforms.append(noops)
     transforms += [
         FrameSkipTransform(frame_skip, max_pool_keys=["observation"], stop_on_done=True),
         RenameTransform(["observation"], ["pixels"]),

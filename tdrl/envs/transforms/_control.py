@@ -121,17 +121,24 @@ class FrameSkipTransform(Transform):
 
 
 class NoopResetEnv(Transform):
-    """After a full reset, plays a few steps (1 to ``noops``) before handing over the env.
+    """After a full reset, plays a few steps before handing over the env (TorchRL's semantics).
 
-    Used to randomise start states (Atari). The steps run on the env below with ``policy``
-    (default: random actions from its action spec). If an episode ends during them, the env is
-    reset again (without the extra steps). Partial resets (some members only) are refused: the
-    extra steps would move the members that do not reset.
+    Used to randomise start states (Atari). The number of steps is ``noops``, or, with
+    ``random=True``, a draw of ``torch.randint(noops, (1,))`` (0 to ``noops - 1``, TorchRL's
+    draw and random-number use), or of ``count_range=(low, high)`` (inclusive: gymnasium's
+    ``AtariPreprocessing`` draws from ``(1, noop_max)``). The steps run on the env below with
+    ``policy`` (default: random actions from its action spec, as TorchRL's ``rand_step``). If
+    an episode ends during them, the env is reset and the same count is played again, up to 10
+    tries (then a ``RuntimeError``), as TorchRL does. The reward of the last extra step is not
+    part of the reset output. Partial resets (some members only) are refused: the extra steps
+    would move the members that do not reset.
 
     Args:
-        noops: the largest number of steps.
-        random: draw the number of steps uniformly in ``[1, noops]`` (else always ``noops``).
+        noops: the number of steps (``random=False``) or the bound of the draw.
+        random: draw the number of steps (see above).
         policy: writes the actions to play (e.g. the no-op action of an Atari game).
+        count_range: ``(low, high)``, the inclusive bounds of the random count (tdrl's option;
+            default TorchRL's ``(0, noops - 1)``).
 
     Examples:
         >>> from tdrl.envs.transforms import TransformedEnv
@@ -141,15 +148,38 @@ class NoopResetEnv(Transform):
         4.0
     """
 
-    def __init__(self, noops: int = 30, random: bool = True, policy: Policy | None = None):
+    max_tries = 10
+
+    def __init__(
+        self,
+        noops: int = 30,
+        random: bool = True,
+        policy: Policy | None = None,
+        *,
+        count_range: tuple[int, int] | None = None,
+    ):
         if noops < 1:
             raise ValueError(
                 f"NoopResetEnv.__init__: noops must be >= 1 (got {noops}). Pass a positive count."
+            )
+        if count_range is not None and not 0 <= count_range[0] <= count_range[1]:
+            raise ValueError(
+                f"NoopResetEnv.__init__: invalid count_range (got {count_range!r}; expected "
+                "(low, high) with 0 <= low <= high). Pass e.g. (1, 30)."
             )
         super().__init__()
         self.noops = int(noops)
         self.random = random
         self.policy = policy
+        self.count_range = count_range
+
+    def _count(self) -> int:
+        if not self.random:
+            return self.noops
+        if self.count_range is None:
+            return int(torch.randint(self.noops, (1,)).item())
+        low, high = self.count_range
+        return int(torch.randint(low, high + 1, (1,)).item())
 
     def _reset(
         self, tensordict_in: TensorDictBase | None, tensordict_out: TensorDictBase
@@ -163,19 +193,26 @@ class NoopResetEnv(Transform):
                     "are not all true; expected a full reset). Use NoopResetEnv on each sub-env of "
                     "a batched env, or reset every member."
                 )
-        count = self.noops
-        if self.random:
-            count = int(torch.randint(1, self.noops + 1, ()).item())
+        count = self._count()
         act = self.policy if self.policy is not None else parent.rand_action
         root = tensordict_out
-        for _ in range(count):
-            root = parent.step_mdp(parent.step(act(root)))
-            if parent.any_done(root):
-                return parent.reset()
-        return root
+        for _ in range(self.max_tries + 1):
+            for _ in range(count):
+                root = parent.step_mdp(parent.step(act(root)))
+                if parent.any_done(root):
+                    root = parent.reset()
+                    break
+            else:
+                return root.exclude(*parent.reward_keys)
+        raise RuntimeError(
+            f"NoopResetEnv._reset: the env was done before the {count} extra steps could be "
+            f"played, {self.max_tries + 1} times in a row (expected episodes longer than "
+            f"{count} steps). Use fewer noops."
+        )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise self._env_only("forward")
 
     def extra_repr(self) -> str:
-        return f"noops={self.noops}, random={self.random}"
+        extra = f", count_range={self.count_range}" if self.count_range is not None else ""
+        return f"noops={self.noops}, random={self.random}{extra}"

@@ -237,3 +237,22 @@ def _(lib: Any) -> Any:
     out["rollout"] = capture(lambda: env.rollout(4, det_policy(), break_when_any_done=False))
     out["state"] = capture(lambda: _state(transform))
     return out
+
+
+@scenario("transforms/NoopResetEnv/seeded")
+def _(lib: Any) -> Any:
+    """The seeded number of random steps after each reset (TorchRL: randint(noops))."""
+    env = lib.envs.TransformedEnv(count_env(lib, (), horizon=50), lib.envs.NoopResetEnv(noops=6))
+    return [capture(env.reset) for _ in range(6)]
+
+
+@scenario("transforms/NoopResetEnv/done_during_noops")
+def _(lib: Any) -> Any:
+    """Episodes shorter than the count: reset, then play the count again (10 tries)."""
+    short = lib.envs.TransformedEnv(
+        count_env(lib, (), horizon=2), lib.envs.NoopResetEnv(noops=5, random=False)
+    )
+    fits = lib.envs.TransformedEnv(
+        count_env(lib, (), horizon=4), lib.envs.NoopResetEnv(noops=3, random=False)
+    )
+    return {"short": capture(short.reset), "fits": capture(fits.reset)}
