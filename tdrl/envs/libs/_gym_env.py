@@ -85,6 +85,8 @@ class GymEnv(GymWrapper):
                 "ParallelEnv(num_workers, lambda: GymEnv(env_name, ...))."
             )
         gym = import_gymnasium()
+        if isinstance(env_name, str) and env_name.startswith("ALE/"):
+            _register_ale(gym, env_name)
         skip = _check_frame_skip("GymEnv", frame_skip)
         if from_pixels:
             kwargs.setdefault("render_mode", "rgb_array")
@@ -138,6 +140,18 @@ def _takes_frameskip(gym: Any, name: str, kwargs: dict[str, Any]) -> bool:
         return "frameskip" in inspect.signature(creator).parameters
     except (ImportError, AttributeError, TypeError, ValueError):
         return False
+
+
+def _register_ale(gym: Any, env_name: str) -> None:
+    """Registers gymnasium's ``ALE/`` namespace (ale-py's games; idempotent)."""
+    try:
+        import ale_py
+    except ImportError as err:
+        raise ImportError(
+            f"GymEnv.__init__: {env_name} is an Atari game, which needs ale-py (got {err!r}; "
+            "expected ale_py importable). Install it: pip install 'tdrl[atari]'."
+        ) from err
+    gym.register_envs(ale_py)
 
 
 def _make_vector(gym: Any, name: str, num_envs: int, mode: str, kwargs: dict[str, Any]) -> Any:

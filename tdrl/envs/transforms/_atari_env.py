@@ -32,18 +32,6 @@ class _PlayNoop:
         return tensordict.set(self.key, self.action.clone())
 
 
-def _import_ale() -> None:
-    try:
-        import ale_py
-        import gymnasium
-    except ImportError as err:
-        raise ImportError(
-            "make_atari_env: the Atari games need ale-py and gymnasium (got "
-            f"{err!r}; expected both importable). Install them: pip install 'tdrl[atari]'."
-        ) from err
-    gymnasium.register_envs(ale_py)  # registers the ALE/ namespace (idempotent)
-
-
 def make_atari_env(
     env_id: str,
     *,
@@ -121,7 +109,6 @@ def make_atari_env(
                 f"{kwargs[name]!r}; expected it absent). The game runs with frameskip=1 and "
                 "grayscale screens; use the frame_skip argument of make_atari_env."
             )
-    _import_ale()
     base = GymEnv(env_id, frame_skip=1, obs_type="grayscale", device=device, **kwargs)
     transforms: list[Any] = []
     if noop_max > 0:
