@@ -3,6 +3,7 @@ data): the buffer announces the prefilled elements to its sampler in storage ord
 
 from __future__ import annotations
 
+import pytest
 import torch
 from tensordict import TensorDict
 
@@ -68,3 +69,13 @@ def test_an_empty_storage_announces_nothing() -> None:
     assert len(rb) == 0
     rb.extend(_episodes())  # the sampler learns the data once, at the write
     assert (rb.sample().reshape(2, 2)["obs"].diff(dim=1) == 1).all()
+
+
+def test_a_transform_that_changes_the_batch_size_gets_a_clear_error() -> None:
+    rb = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(10), batch_size=4, transform=lambda td: td.reshape(2, 2)
+    )
+    rb.extend(_episodes())
+    with pytest.raises(RuntimeError, match=r"cannot write 'index'.*batch size \[2, 2\]"):
+        rb.sample()
+    assert len(rb) == 10  # the buffer stays usable

@@ -160,12 +160,21 @@ class TensorDictReplayBuffer(ReplayBuffer):
                 value = value.to(device, non_blocking=True)
             coords = self._storage.ndim if key == "index" and self._storage.ndim > 1 else 0
             lead = value.dim() - (1 if coords else 0)
-            if lead < len(shape):  # elements with batch dims: one value per entry, as TorchRL
-                rest = (coords,) if coords else ()
-                value = value.view(*value.shape[:lead], *(1,) * (len(shape) - lead), *rest).expand(
-                    *shape, *rest
-                )
-            data.set(key, value)
+            try:
+                if lead < len(shape):  # elements with batch dims: one value per entry, as TorchRL
+                    rest = (coords,) if coords else ()
+                    value = value.view(
+                        *value.shape[:lead], *(1,) * (len(shape) - lead), *rest
+                    ).expand(*shape, *rest)
+                data.set(key, value)
+            except RuntimeError as err:
+                raise RuntimeError(
+                    f"{type(self).__name__}.sample: cannot write {key!r} into the sample (got "
+                    f"{key!r} of shape {list(value.shape)} for a sample of batch size "
+                    f"{list(shape)}; expected the sample to keep the sampled batch's leading "
+                    "dims). A transform probably changed the batch size: apply it to the sample "
+                    "yourself, or use a ReplayBuffer with sample(return_info=True)."
+                ) from err
         return data
 
     def _with_time_slots(self, data: Any) -> Any:
