@@ -77,6 +77,10 @@ def _build_env(
 
     if is_multiagent_env(name):
         return make_multiagent_env(name, num_envs, seed=seed, device=device, options=options)
+    if options and options.get("preprocessing") == "atari":  # the Atari presets
+        from tdrl.train._atari import make_atari_envs
+
+        return make_atari_envs(name, num_envs, device, options)
     if options:
         raise ValueError(
             f"make_env: the env {name!r} takes no env_options (got {dict(options)}; expected "
@@ -161,6 +165,10 @@ def make_actor_critic(env: EnvBase, model_cfg: dict[str, Any]) -> tuple[nn.Modul
         >>> critic.out_keys
         ['state_value']
     """
+    if model_cfg.get("network") == "nature_cnn":  # ppo_atari: shared-trunk CNN on pixels
+        from tdrl.train._atari import make_atari_actor_critic
+
+        return make_atari_actor_critic(env, model_cfg)
     hidden = list(model_cfg.get("hidden", [64, 64]))
     act = activation_class(model_cfg.get("activation", "tanh"))
     spec = env.action_spec

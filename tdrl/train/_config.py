@@ -33,6 +33,8 @@ PRESETS = (
     "sac_mujoco",
     "td3_mujoco",
     "ppo_mujoco",
+    "dqn_atari",
+    "ppo_atari",
 )
 OFFLINE_PRESETS = ("iql", "cql", "td3bc", "bc", "dt")
 # Tables whose keys are free (options passed on to the env): overrides may add keys there.

@@ -84,9 +84,15 @@ def _dqn(env: EnvBase, config: dict[str, Any]) -> Agent:
         raise ValueError(
             f"dqn: the env's action spec must be discrete (got {type(spec).__name__})."
         )
-    n_obs = int(env.observation_spec["observation"].shape[-1])
-    net = _mlp(n_obs, int(spec.n), config.get("model", {}))  # type: ignore[attr-defined]
-    policy = QValueActor(net, ["observation"], spec=spec)
+    mc = config.get("model", {})
+    if mc.get("network") == "nature_cnn":  # dqn_atari: the Nature-DQN CNN on uint8 screens
+        from tdrl.train._atari import make_atari_qnet
+
+        policy = QValueActor(make_atari_qnet(env, mc), ["pixels"], spec=spec)
+    else:
+        n_obs = int(env.observation_spec["observation"].shape[-1])
+        net = _mlp(n_obs, int(spec.n), mc)  # type: ignore[attr-defined]
+        policy = QValueActor(net, ["observation"], spec=spec)
     lc, ec = config.get("loss", {}), config.get("exploration", {})
     # The loss gets the Q-network alone (the argmax head is only needed to act): it shares the
     # policy's parameters and lets the loss run the plain MLP straight from its weights.

@@ -229,6 +229,10 @@ def make_trainer(config: dict[str, Any], out_dir: str | Path, **kwargs: Any) -> 
         from tdrl.train._offline import OfflineTrainer
 
         return OfflineTrainer(config, out_dir, **kwargs)
+    if (config.get("env_options") or {}).get("preprocessing") == "atari":
+        from tdrl.train._atari_trainers import make_atari_trainer
+
+        return make_atari_trainer(config, out_dir, **kwargs)
     if config["algorithm"] in ("ppo", "a2c"):
         return OnPolicyTrainer(config, out_dir, **kwargs)
     if config["algorithm"] in ("mappo", "ippo"):
