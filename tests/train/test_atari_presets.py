@@ -135,3 +135,20 @@ def test_ppo_atari_trains_in_worker_processes_with_a_shared_trunk(tmp_path) -> N
     summary = trainer.run()
     assert summary["frames"] == 64 and math.isfinite(summary["final_eval_return"])
     assert all(not torch.equal(a, p) for a, p in zip(before, actor[0].parameters()))
+
+
+def test_nature_dqn_network_and_its_dueling_variant() -> None:
+    from tdrl.train._atari import make_atari_qnet
+
+    env = make_env("gym:ALE/Pong-v5", 1, seed=0, options=_ATARI)
+    pixels = env.reset()["pixels"]
+    env.close()
+    net = make_atari_qnet(env, {})
+    # Mnih et al. 2015: 32 8x8/4, 64 4x4/2, 64 3x3/1 on 4x84x84 -> 64x7x7, 512, 6 actions
+    convs = (32 * 4 * 64 + 32) + (64 * 32 * 16 + 64) + (64 * 64 * 9 + 64)
+    assert sum(p.numel() for p in net.parameters()) == convs + (3136 * 512 + 512) + (512 * 6 + 6)
+    assert net(pixels).shape == (1, 6)
+    dueling = make_atari_qnet(env, {"dueling": True})
+    heads = (3136 * 512 + 512) * 2 + (512 * 6 + 6) + (512 + 1)
+    assert sum(p.numel() for p in dueling.parameters()) == convs + heads
+    assert dueling(pixels).shape == (1, 6)
