@@ -47,7 +47,10 @@ def minari_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pendulum(minari_path, tmp_path_factory):
-    """``pendulum/mixed-v0`` (10 expert + 10 random episodes) and ``pendulum/expert-v0``."""
+    """``pendulum/mixed-v0`` (10 expert + 10 random episodes), ``pendulum/expert-v0`` and
+    ``pendulum/explore-mixed-v0``: mixed-v0 plus 10 episodes of the same SAC policy with its
+    exploration (sampled actions), as D4RL's medium-expert / replay datasets add a
+    behaviour policy's noisier episodes."""
     t0 = time.perf_counter()
     run = tmp_path_factory.mktemp("sac")
     sac = load_config(
@@ -66,9 +69,13 @@ def pendulum(minari_path, tmp_path_factory):
     FIGURES["sac_seconds"] = time.perf_counter() - t0
     expert = collect_episodes(run, episodes=10, policy="deterministic", seed=1)
     random = collect_episodes(run, episodes=10, policy="random", seed=2)
+    explore = collect_episodes(run, episodes=10, policy="explore", seed=4)
     write_minari_dataset("pendulum/mixed-v0", expert + random, env_id="Pendulum-v1")
     write_minari_dataset("pendulum/expert-v0", expert, env_id="Pendulum-v1")
-    stats = {"expert": _mean_return(expert), "random": _mean_return(random)}
+    mixed = explore + expert + random
+    write_minari_dataset("pendulum/explore-mixed-v0", mixed, env_id="Pendulum-v1")
+    stats = {k: _mean_return(v) for k, v in (("expert", expert), ("random", random))}
+    stats["explore"] = _mean_return(explore)
     FIGURES.update({f"pendulum_{k}": v for k, v in stats.items()})
     FIGURES["pendulum_dataset_seconds"] = time.perf_counter() - t0
     # the expert part is far above the random part: otherwise nothing below means anything
@@ -107,19 +114,23 @@ def test_the_dataset_reads_back_with_its_returns(pendulum, minari_path, tmp_path
     assert float(per_episode[10:].mean()) == pytest.approx(pendulum["random"], rel=1e-4)
 
 
-# (overrides, share of the random-to-expert gap the best evaluation must close). Faster
-# learning than the presets (lr 1e-3, tau 0.05) to fit a CI budget. td3bc and cql (continuous)
-# stay near the random part at these budgets (README figures): not asserted until they do.
+# preset: (dataset, overrides, share of the random-to-expert gap the best evaluation must
+# close). Faster learning than the presets (lr 1e-3, tau 0.05) to fit a CI budget. TD3+BC
+# trains on explore-mixed-v0 (mixed-v0 + the SAC policy's exploring episodes): on mixed-v0
+# alone it stays near the random part at CI budgets. Its bar (30% of the gap) is above what
+# its cloning term alone reaches on the same data (alpha 0: -732 best, README figures).
+# Continuous CQL is not asserted: it stays below such a bar at CI budgets (README figures).
 FAST = ["optim.lr=1e-3", "target.tau=0.05"]
 CONTINUOUS = {
-    "iql": (["updates=3000", "eval.every_updates=500", *FAST], 0.5),
+    "iql": ("pendulum/mixed-v0", ["updates=3000", "eval.every_updates=500", *FAST], 0.5),
+    "td3bc": ("pendulum/explore-mixed-v0", ["updates=2500", "eval.every_updates=500", *FAST], 0.3),
 }
 
 
 @pytest.mark.parametrize("preset", sorted(CONTINUOUS))
 def test_offline_rl_beats_the_random_part_of_a_mixed_dataset(pendulum, tmp_path, preset):
-    overrides, share = CONTINUOUS[preset]
-    result = _train(preset, "pendulum/mixed-v0", tmp_path, overrides)
+    dataset, overrides, share = CONTINUOUS[preset]
+    result = _train(preset, dataset, tmp_path, overrides)
     bar = pendulum["random"] + share * (pendulum["expert"] - pendulum["random"])
     assert result >= bar, (result, pendulum)
 
