@@ -79,8 +79,8 @@ class Trainer:
         if compile_settings(config) is not None and not self.compiles:
             raise ValueError(
                 f"tdrl train --compile: {type(self).__name__} does not compile its update (got "
-                f"algorithm {config['algorithm']!r}; expected a built-in preset: ppo, a2c, dqn, sac, "
-                "td3, ddpg, mappo, ippo or qmix). "
+                f"algorithm {config['algorithm']!r}; expected a preset whose trainer compiles it: "
+                "the online presets do, the offline ones (iql, cql, td3bc, bc, dt) do not). "
                 "Drop --compile."
             )
         self.config = config
