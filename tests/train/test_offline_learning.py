@@ -119,9 +119,9 @@ def test_the_dataset_reads_back_with_its_returns(pendulum, minari_path, tmp_path
 # trains on explore-mixed-v0 (mixed-v0 + the SAC policy's exploring episodes): on mixed-v0
 # alone it stays near the random part at CI budgets. Its bar (30% of the gap) is above what
 # its cloning term alone reaches on the same data (alpha 0: -732 best, README figures).
-# Continuous CQL, same data and bar: 2 random and 2 policy proposals per state (num_random 2,
-# not 10: ~3x cheaper per update) and min_q_weight 10 (5 passes by a few points on seed 2);
-# seeds 0-3 reach -497 / -566 / -368 / -406 within 1500 updates (README figures).
+# Continuous CQL, same data and bar: num_random 2 (2 uniform, 2 pi(s) and 2 pi(s') actions per
+# state, not 10 of each: ~3x cheaper per update) and min_q_weight 10 (5 passes by a few points
+# only on seed 2); seeds 0-3 reach -497 / -566 / -368 / -406 within 1500 updates (README).
 FAST = ["optim.lr=1e-3", "target.tau=0.05"]
 CQL = ["updates=1500", "eval.every_updates=250", *FAST, "loss.num_random=2", "loss.min_q_weight=10"]
 CONTINUOUS = {
