@@ -182,20 +182,16 @@ class OffPolicyTrainer(ReplayLoop):
             self.agent.exploration.load_state_dict(values["exploration"])
 
     def _update_once(self) -> dict[str, float]:
-        batch = self.buffer.sample()
-        out = self.agent.loss(batch)
-        delay = int(self.config["loss"].get("policy_delay", 1) or 1)
-        skip = self.agent.actor_loss_keys if self._updates % delay else ()
-        total = sum(v for k, v in out.items() if _is_loss(k) and k not in skip)
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()  # type: ignore[union-attr]
-        max_norm = float(self.config["optim"].get("max_grad_norm", 0) or 0)
-        if max_norm:
-            torch.nn.utils.clip_grad_norm_(self.agent.loss.parameters(), max_norm)
-        self.optimizer.step()
-        self.target.step()
+        out = gradient_step(
+            self.agent,
+            self.optimizer,
+            self.target,
+            self.config,
+            self.buffer.sample(),
+            self._updates,
+        )
         self._updates += 1
-        return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
+        return out
 
     def _store(self, batch: TensorDictBase) -> None:
         # Only the env's entries: random-action batches lack the policy's outputs.
@@ -204,6 +200,33 @@ class OffPolicyTrainer(ReplayLoop):
     def _explore(self, frames: int) -> None:
         if self.agent.exploration is not None:
             self.agent.exploration.step(frames)
+
+
+def gradient_step(
+    agent: Any,
+    optimizer: torch.optim.Optimizer,
+    target: Any,
+    config: dict[str, Any],
+    batch: Any,
+    step: int,
+) -> dict[str, float]:
+    """One update of ``agent.loss`` on ``batch``: the sum of its loss terms (the actor's left
+    out except every ``loss.policy_delay``-th ``step``), backward, optional gradient clipping
+    (``optim.max_grad_norm``), the optimiser step and the target update (``target`` may be
+    None). Returns the loss terms as floats."""
+    out = agent.loss(batch)
+    delay = int(config["loss"].get("policy_delay", 1) or 1)
+    skip = agent.actor_loss_keys if step % delay else ()
+    total = sum(v for k, v in out.items() if _is_loss(k) and k not in skip)
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()
+    max_norm = float(config["optim"].get("max_grad_norm", 0) or 0)
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(agent.loss.parameters(), max_norm)
+    optimizer.step()
+    if target is not None:
+        target.step()
+    return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
 
 
 def _is_loss(key: str) -> bool:

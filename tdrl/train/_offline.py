@@ -13,6 +13,7 @@ from tensordict import TensorDictBase
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.objectives import SoftUpdate
 from tdrl.train._logging import now
+from tdrl.train._off_policy import gradient_step
 from tdrl.train._offline_agents import make_offline_agent
 from tdrl.train._offline_data import (
     OfflineData,
@@ -205,20 +206,11 @@ class OfflineTrainer(Trainer):
         return torch.cat(parts, 0) if len(parts) > 1 else parts[0]
 
     def _update_once(self, batch: TensorDictBase) -> dict[str, float]:
-        out = self.agent.loss(batch)
-        delay = int(self.config["loss"].get("policy_delay", 1) or 1)
-        skip = self.agent.actor_loss_keys if self._steps % delay else ()
-        total = sum(v for k, v in out.items() if _is_loss(k) and k not in skip)
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()  # type: ignore[union-attr]
-        max_norm = float(self.config["optim"].get("max_grad_norm", 0) or 0)
-        if max_norm:
-            torch.nn.utils.clip_grad_norm_(self.agent.loss.parameters(), max_norm)
-        self.optimizer.step()
-        if self.target is not None:
-            self.target.step()
+        out = gradient_step(
+            self.agent, self.optimizer, self.target, self.config, batch, self._steps
+        )
         self._steps += 1
-        return {k: float(v.detach()) for k, v in out.items() if _is_loss(k)}
+        return out
 
     _steps = 0  # updates run so far (the policy delay's clock; set from the counters on resume)
 
@@ -296,7 +288,3 @@ def _observation_norm(
         dc["observation_loc"], dc["observation_scale"] = observation_stats(dataset)
     loc, scale = dc["observation_loc"], dc["observation_scale"]
     return torch.tensor(loc, dtype=torch.float32), torch.tensor(scale, dtype=torch.float32)
-
-
-def _is_loss(key: str) -> bool:
-    return key == "loss" or key.startswith("loss_")
