@@ -1,5 +1,6 @@
-"""Offline training (IQL, CQL, TD3+BC, BC): gradient updates on a dataset, evaluation in the
-env the dataset names, and optional online fine-tuning (IQL)."""
+"""Offline training (IQL, CQL, TD3+BC, BC; the Decision Transformer subclasses it): gradient
+updates on a dataset, evaluation in the env the dataset names, and optional online fine-tuning
+(IQL here; online DT in ``_offline_odt``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ FINE_TUNED = ("iql", "dt")  # the presets that take ``online_frames`` (dt: onlin
 
 class OfflineTrainer(Trainer):
     """Trains on a dataset only: ``updates`` gradient steps on batches drawn from it, then,
-    with ``online_frames`` > 0 (IQL), online fine-tuning.
+    with ``online_frames`` > 0 (IQL; ``dt`` has its own online rounds), online fine-tuning.
 
     Progress counts gradient updates, not env frames: the budget is the config's ``updates``,
     evaluations come every ``eval.every_updates`` and checkpoints every
