@@ -74,8 +74,12 @@ def _load_run(run_dir: Path) -> tuple[dict[str, Any], Any, Path, dict[str, Any]]
     dataset_env_id(config["env"])  # fail before building anything
     trainer_cfg = {**config, "num_envs": 1, "env_processes": 0}
     trainer_cfg["eval"] = {**config.get("eval", {}), "episodes": 1}
-    with tempfile.TemporaryDirectory() as scratch:
-        trainer = make_trainer(trainer_cfg, scratch, quiet=True)
+    threads = torch.get_num_threads()
+    try:  # building a trainer sets the process's thread count: the caller's stays
+        with tempfile.TemporaryDirectory() as scratch:
+            trainer = make_trainer(trainer_cfg, scratch, quiet=True)
+    finally:
+        torch.set_num_threads(threads)
     path, counters = load_latest(
         run_dir, where=_WHERE, report=report_to_stderr, modules=trainer.modules
     )

@@ -12,7 +12,12 @@ import torch
 from tdrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from tdrl.train import load_config
 from tdrl.train._checkpoint import latest_checkpoint, save_checkpoint
-from tdrl.train._dataset_collect import buffer_episodes, collect_dataset, dataset_env_id
+from tdrl.train._dataset_collect import (
+    buffer_episodes,
+    collect_dataset,
+    collect_episodes,
+    dataset_env_id,
+)
 from tdrl.train._evaluate_run import evaluate_run
 from tdrl.train.cli import main, make_trainer
 
@@ -108,6 +113,16 @@ def test_mixed_dataset_by_appending(sac_run):
     assert ds.storage.metadata["algorithm_name"] == "tdrl-sac-deterministic + random"
     det, rnd = next(ds.iterate_episodes([0])), next(ds.iterate_episodes([1]))
     assert det.actions.std() < rnd.actions.std()  # the tiny policy does not spread like uniform
+
+
+def test_collecting_keeps_the_callers_thread_count(sac_run):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the run's trainer would set its config's 1
+    try:
+        collect_episodes(sac_run, episodes=1, policy="random")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_discrete_explore_episodes(dqn_run):
