@@ -29,13 +29,9 @@ lint: $(VENV)/.test-installed
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_file_sizes.py tdrl 800
 
-# two workers (CI has 2 cores); a test file stays on one worker (its fixtures and processes).
-# The Ray cluster tests (tests/distributed and its doctests) run in fresh worker processes of
-# their own: after some orders of the rest of the suite on the same worker, the session's Ray
-# cluster cancelled new actors ("all references removed"); under investigation.
+# two workers (CI has 2 cores); a test file stays on one worker (its fixtures and processes)
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile --ignore=tests/distributed --ignore=tdrl/distributed
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests/distributed tdrl/distributed
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python -m pytest benchmarks --benchmark-enable
